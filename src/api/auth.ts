@@ -1,0 +1,37 @@
+// Bearer keys (RFC 6750). A key is `pk_live_` (production) or `pk_test_` (staging) + 32 random bytes
+// in base64url; only its SHA-256 is stored. Anything that is not an active key of the request's
+// environment — missing, another scheme, malformed, unknown, revoked — is the same 401.
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { ApiKey, Environment, KeyStore } from '../state/types.ts';
+
+const PREFIX: Record<Environment, string> = { production: 'pk_live_', staging: 'pk_test_' };
+const KEY_SHAPE = /^pk_(live|test)_[A-Za-z0-9_-]{43}$/;
+
+export function generateKey(environment: Environment): { key: string; hash: string } {
+  const key = PREFIX[environment] + randomBytes(32).toString('base64url');
+  return { key, hash: hashKey(key) };
+}
+
+export function hashKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
+/** The bearer token of an Authorization header, or null when there is none of the right shape. */
+export function bearerToken(header: string | undefined): string | null {
+  if (!header || header.length > 200) return null;
+  const space = header.indexOf(' ');
+  if (space === -1 || header.slice(0, space).toLowerCase() !== 'bearer') return null;
+  const token = header.slice(space + 1).trim();
+  return KEY_SHAPE.test(token) ? token : null;
+}
+
+/** The active key for this header in this environment, or null. */
+export async function authenticate(header: string | undefined, environment: Environment, keys: KeyStore): Promise<ApiKey | null> {
+  const token = bearerToken(header);
+  if (token === null || !token.startsWith(PREFIX[environment])) return null;
+  const hash = hashKey(token);
+  const key = await keys.findByHash(hash);
+  if (!key || key.revokedAt || key.environment !== environment) return null;
+  // the lookup is by hash; compare again in constant time so no path depends on partial matches
+  return timingSafeEqual(Buffer.from(key.hash, 'hex'), Buffer.from(hash, 'hex')) ? key : null;
+}

@@ -1,0 +1,45 @@
+// Reads a JSON request body with a size cap. Outcomes are HttpErrors with stable codes:
+// 415 without a JSON content type, 413 past the cap (without reading the rest), 400 when the body is
+// not JSON or not an object.
+import type { IncomingMessage } from 'node:http';
+import type { Http2ServerRequest } from 'node:http2';
+import { HttpError } from '../errors.ts';
+
+export type Request = IncomingMessage | Http2ServerRequest;
+
+export function isJsonContentType(value: string | undefined): boolean {
+  if (!value) return false;
+  const type = value.split(';', 1)[0].trim().toLowerCase();
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
+/** `optional`: a request without body and content type reads as `{}` (admin calls that need no body). */
+export async function readJsonObject(req: Request, maxBytes: number, { optional = false } = {}): Promise<Record<string, unknown>> {
+  const contentType = req.headers['content-type'];
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge(maxBytes);
+  if (!isJsonContentType(contentType) && !(optional && contentType === undefined)) throw new HttpError('unsupported_media_type');
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBytes) throw tooLarge(maxBytes);
+    chunks.push(chunk);
+  }
+  if (size === 0 && optional) return {};
+  if (!isJsonContentType(contentType)) throw new HttpError('unsupported_media_type');
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.concat(chunks, size).toString('utf8'));
+  } catch (err) {
+    throw new HttpError('invalid_request', `The body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new HttpError('invalid_request', `The body must be a JSON object, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}.`);
+  }
+  return value as Record<string, unknown>;
+}
+
+function tooLarge(maxBytes: number): HttpError {
+  return new HttpError('payload_too_large', `The request body is larger than ${maxBytes} bytes.`);
+}

@@ -1,0 +1,31 @@
+// The category store's HTTP face: GET list, GET one, POST create (DESIGN §4).
+import { HttpError } from '../errors.ts';
+import type { Category } from '../state/types.ts';
+
+const MAX_NAME = 100;
+const MAX_DESCRIPTION = 1000;
+
+/** NewCategory → the fields to store. Unknown fields are ignored; absent optional fields stay absent. */
+export function parseNewCategory(body: Record<string, unknown>): Omit<Category, 'id'> {
+  const { name, description } = body;
+  if (name === undefined) throw new HttpError('invalid_request', '"name" is required.');
+  if (typeof name !== 'string') throw new HttpError('invalid_request', `"name" must be a string, got ${describe(name)}.`);
+  const trimmed = name.trim();
+  if (trimmed === '') throw new HttpError('invalid_request', '"name" must not be empty.');
+  if ([...trimmed].length > MAX_NAME) throw new HttpError('invalid_request', `"name" must be at most ${MAX_NAME} characters.`);
+  if (description === undefined) return { name: trimmed };
+  if (typeof description !== 'string') throw new HttpError('invalid_request', `"description" must be a string, got ${describe(description)}.`);
+  if ([...description].length > MAX_DESCRIPTION) throw new HttpError('invalid_request', `"description" must be at most ${MAX_DESCRIPTION} characters.`);
+  return { name: trimmed, description };
+}
+
+/** `/v1/categories/{id}` → id, or null when the segment is not an id any category can have. */
+export function parseCategoryId(segment: string): number | null {
+  if (!/^[1-9][0-9]{0,15}$/.test(segment)) return null;
+  const id = Number(segment);
+  return Number.isSafeInteger(id) ? id : null;
+}
+
+function describe(value: unknown): string {
+  return value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value;
+}

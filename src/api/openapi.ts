@@ -1,0 +1,119 @@
+// The OpenAPI 3 description of /v1 as Portico implements it, served at GET /v1/openapi.json.
+import type { Config } from '../config.ts';
+
+const rateLimitHeaders = {
+  'X-RateLimit-Limit': { description: 'Requests allowed in the reported window.', schema: { type: 'integer' } },
+  'X-RateLimit-Remaining': { description: 'Requests left in the reported window.', schema: { type: 'integer' } },
+  'X-RateLimit-Reset': { description: 'Unix time (seconds) when the reported window ends.', schema: { type: 'integer' } },
+};
+
+function errorResponse(description: string, extraHeaders: Record<string, unknown> = {}) {
+  return {
+    description,
+    headers: { ...rateLimitHeaders, ...extraHeaders },
+    content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+  };
+}
+
+function ok(description: string, schema: unknown, extraHeaders: Record<string, unknown> = {}) {
+  return { description, headers: { ...rateLimitHeaders, ...extraHeaders }, content: { 'application/json': { schema } } };
+}
+
+export function openapiDocument(config: Config): unknown {
+  const common = {
+    '401': errorResponse('No active key for this environment.', { 'WWW-Authenticate': { schema: { type: 'string' } } }),
+    '429': errorResponse('Rate limited or temporarily banned.', { 'Retry-After': { description: 'Whole seconds to wait.', schema: { type: 'integer', minimum: 1 } } }),
+    '503': errorResponse('Shared state unreachable.', { 'Retry-After': { schema: { type: 'integer' } } }),
+  };
+  const categoryId = { name: 'id', in: 'path', required: true, schema: { type: 'integer', minimum: 1 } };
+  return {
+    openapi: '3.0.3',
+    info: {
+      title: 'Portico Petstore API',
+      version: '1.0.0',
+      description: 'Categories, pets and orders. Every response carries X-RateLimit-* headers.',
+      license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' },
+    },
+    servers: [
+      ...config.api.hosts.filter((h) => !/^[\d.]+$/.test(h)).slice(0, 1).map((h) => ({ url: `https://${h}/v1`, description: 'production' })),
+      ...config.api.stagingHosts.slice(0, 1).map((h) => ({ url: `https://${h}/v1`, description: 'staging' })),
+    ],
+    security: [{ bearer: [] }],
+    tags: [{ name: 'categories' }, { name: 'pets' }, { name: 'store' }],
+    paths: {
+      '/categories': {
+        get: {
+          operationId: 'listCategories',
+          tags: ['categories'],
+          summary: 'All categories in id order.',
+          responses: { '200': ok('The categories.', { type: 'array', items: { $ref: '#/components/schemas/Category' } }), ...common },
+        },
+        post: {
+          operationId: 'createCategory',
+          tags: ['categories'],
+          summary: 'Create a category.',
+          requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/NewCategory' } } } },
+          responses: {
+            '201': ok('Created.', { $ref: '#/components/schemas/Category' }, { Location: { schema: { type: 'string' } } }),
+            '400': errorResponse('The body is not a valid NewCategory.'),
+            '409': errorResponse(`The environment already holds ${config.api.maxCategories} categories.`),
+            '413': errorResponse(`The body is larger than ${config.api.maxBodyBytes} bytes.`),
+            '415': errorResponse('The body is not JSON.'),
+            ...common,
+          },
+        },
+      },
+      '/categories/{id}': {
+        get: {
+          operationId: 'getCategory',
+          tags: ['categories'],
+          summary: 'One category.',
+          parameters: [categoryId],
+          responses: { '200': ok('The category.', { $ref: '#/components/schemas/Category' }), '404': errorResponse('No such category.'), ...common },
+        },
+      },
+      '/pets/{petId}': {
+        get: {
+          operationId: 'getPet',
+          tags: ['pets'],
+          summary: 'One pet (deprecated).',
+          deprecated: true,
+          parameters: [{ name: 'petId', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: {
+            '200': { description: 'The pet, from the upstream.', headers: { ...rateLimitHeaders, Deprecation: { schema: { type: 'string' } }, Sunset: { schema: { type: 'string' } } } },
+            '404': errorResponse('No such pet, or no upstream configured.'),
+            ...common,
+          },
+        },
+      },
+      '/store/orders': {
+        get: {
+          operationId: 'listOrders',
+          tags: ['store'],
+          summary: 'Orders, from the upstream.',
+          responses: { '200': { description: 'The orders, from the upstream.', headers: rateLimitHeaders }, '404': errorResponse('No upstream configured.'), ...common },
+        },
+      },
+    },
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'pk_live_… (production) or pk_test_… (staging)' } },
+      schemas: {
+        NewCategory: {
+          type: 'object',
+          required: ['name'],
+          properties: { name: { type: 'string', minLength: 1, maxLength: 100 }, description: { type: 'string', maxLength: 1000 } },
+        },
+        Category: {
+          type: 'object',
+          required: ['id', 'name'],
+          properties: { id: { type: 'integer', minimum: 1 }, name: { type: 'string' }, description: { type: 'string' } },
+        },
+        Error: {
+          type: 'object',
+          required: ['code', 'message', 'status'],
+          properties: { code: { type: 'string' }, message: { type: 'string' }, status: { type: 'integer' } },
+        },
+      },
+    },
+  };
+}

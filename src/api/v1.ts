@@ -1,0 +1,175 @@
+// The /v1 API served by Portico itself (DESIGN §4).
+import type { Config } from '../config.ts';
+import { HttpError, sendError, sendJson, type Response } from '../errors.ts';
+import type { Decision, RateLimiter } from '../ratelimit/limiter.ts';
+import type { Account, Environment, Stores } from '../state/types.ts';
+import type { Forwarder } from '../proxy/forward.ts';
+import { authenticate } from './auth.ts';
+import { readJsonObject, type Request } from './body.ts';
+import { parseCategoryId, parseNewCategory } from './categories.ts';
+import { limitFor } from './plans.ts';
+
+export interface ApiRequest {
+  environment: Environment;
+  clientIp: string;
+  path: string;
+  query: string;
+  /** filled in while the call runs; read by the access log when the answer is finished */
+  outcome: ApiOutcome;
+}
+
+/** What the access log and metrics learn about an API call. */
+export interface ApiOutcome {
+  accountId?: string;
+  plan?: string;
+  decision?: Decision['reason'];
+}
+
+interface Call {
+  req: Request;
+  res: Response;
+  request: ApiRequest;
+  account: Account | null;
+  params: string[];
+}
+
+type Operation = (call: Call) => Promise<void>;
+
+interface Resource {
+  pattern: RegExp;
+  methods: Record<string, Operation>;
+  /** no key needed (counted per client IP) */
+  public?: boolean;
+  /** RFC 9745 Deprecation / RFC 8594 Sunset headers on every answer */
+  deprecated?: boolean;
+}
+
+export interface ApiDeps {
+  config: Config;
+  stores: Stores;
+  limiter: RateLimiter;
+  forwarder: Forwarder;
+  openapi: () => unknown;
+  onAuthFailure(): void;
+  onDecision(plan: string, decision: Decision['reason']): void;
+}
+
+export function createApi(deps: ApiDeps): (req: Request, res: Response, request: ApiRequest) => Promise<void> {
+  const { config, stores, limiter } = deps;
+  const forwardToUpstream: Operation = async ({ req, res, request, account }) => {
+    if (!config.api.upstream) throw new HttpError('not_found');
+    // the path is kept whole (`/v1/pets/7`) below the upstream's own base path
+    const target = new URL(request.path.slice(1) + request.query, withSlash(config.api.upstream));
+    await deps.forwarder.forward(req, res, target, {
+      'x-portico-account-id': account!.id,
+      'x-portico-environment': request.environment,
+      'x-forwarded-for': request.clientIp,
+      'x-forwarded-proto': 'https',
+    }, new Set(['authorization', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'forwarded']));
+  };
+
+  const resources: Resource[] = [
+    {
+      pattern: /^\/v1\/categories$/,
+      methods: {
+        GET: async ({ res, request }) => sendJson(res, 200, await stores.categories.list(request.environment)),
+        POST: async ({ req, res, request }) => {
+          const fields = parseNewCategory(await readJsonObject(req, config.api.maxBodyBytes));
+          const created = await stores.categories.create(request.environment, fields, config.api.maxCategories);
+          if (created === 'full') throw new HttpError('conflict', `This environment already holds the maximum of ${config.api.maxCategories} categories.`);
+          sendJson(res, 201, created, { location: `/v1/categories/${created.id}` });
+        },
+      },
+    },
+    {
+      pattern: /^\/v1\/categories\/([^/]+)$/,
+      methods: {
+        GET: async ({ res, request, params }) => {
+          const id = parseCategoryId(params[0]);
+          const category = id === null ? null : await stores.categories.get(request.environment, id);
+          if (!category) throw new HttpError('not_found', `No category with id ${params[0]}.`);
+          sendJson(res, 200, category);
+        },
+      },
+    },
+    { pattern: /^\/v1\/pets\/([^/]+)$/, methods: { GET: forwardToUpstream }, deprecated: true },
+    { pattern: /^\/v1\/store\/orders$/, methods: { GET: forwardToUpstream } },
+    { pattern: /^\/v1\/openapi\.json$/, methods: { GET: async ({ res }) => sendJson(res, 200, deps.openapi()) }, public: true },
+  ];
+
+  const deprecationHeaders = {
+    deprecation: `@${Math.floor(Date.parse(config.api.pets.deprecatedAt) / 1000)}`,
+    sunset: new Date(config.api.pets.sunsetAt).toUTCString(),
+    link: `<${config.api.pets.link}>; rel="deprecation"; type="text/html"`,
+  };
+
+  // The order of operations for one /v1 call:
+  // 1. match the path (public and deprecated resources are known before anything else);
+  // 2. authenticate the key — anything but an active key of this environment is anonymous;
+  // 3. count the call against the account's limit (anonymous: the client IP on the Free limits)
+  //    and put X-RateLimit-* on the answer, whatever it turns out to be;
+  // 4. refuse: 429 over the limit, 401 without a key, 404 unknown path, 405 wrong method;
+  // 5. run the operation; its HttpError becomes the Error body.
+  return async function handleApi(req, res, request) {
+    const { outcome } = request;
+    let resource: Resource | undefined;
+    let params: string[] = [];
+    for (const candidate of resources) {
+      const match = candidate.pattern.exec(request.path);
+      if (match) {
+        resource = candidate;
+        params = match.slice(1).map(safeDecode);
+        break;
+      }
+    }
+    if (resource?.deprecated) for (const [name, value] of Object.entries(deprecationHeaders)) res.setHeader(name, value);
+
+    const isPublic = resource?.public === true;
+    const key = isPublic ? null : await authenticate(req.headers.authorization, request.environment, stores.keys);
+    const account = key ? await stores.accounts.get(key.accountId) : null;
+    outcome.accountId = account?.id;
+    outcome.plan = account?.plan ?? 'anonymous';
+
+    const subject = account ? `${account.id}:${request.environment}` : `ip:${request.clientIp}:${request.environment}`;
+    const decision = await limiter.consume(subject, limitFor(account, config), config.ratelimit.ban);
+    outcome.decision = decision.reason;
+    deps.onDecision(outcome.plan, decision.reason);
+    res.setHeader('x-ratelimit-limit', decision.limit);
+    res.setHeader('x-ratelimit-remaining', decision.remaining);
+    res.setHeader('x-ratelimit-reset', decision.reset);
+    if (!decision.allowed) {
+      sendError(res, decision.reason === 'key_banned' ? 'key_banned' : 'rate_limited', undefined, { 'retry-after': String(decision.retryAfter) });
+      return;
+    }
+    if (!account && !isPublic) {
+      deps.onAuthFailure();
+      sendError(res, 'unauthorized', undefined, { 'www-authenticate': 'Bearer realm="portico"' });
+      return;
+    }
+    if (!resource) throw new HttpError('not_found', `No route for ${request.path}.`);
+    const method = req.method === 'HEAD' ? 'GET' : req.method!;
+    const operation = resource.methods[method];
+    if (!operation) {
+      throw new HttpError('method_not_allowed', `${req.method} is not allowed on ${request.path}.`, { allow: allowed(resource) });
+    }
+    await operation({ req, res, request, account, params });
+  };
+}
+
+function allowed(resource: Resource): string {
+  const methods = Object.keys(resource.methods);
+  if (methods.includes('GET')) methods.push('HEAD');
+  return methods.join(', ');
+}
+
+function withSlash(url: string): string {
+  return url.endsWith('/') ? url : `${url}/`;
+}
+
+function safeDecode(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}

@@ -1,0 +1,64 @@
+// The fallback certificate: self-signed for `localhost` and `*.localhost`, made on first start and
+// kept in the certs dir. Served for unknown SNI and for names without a certificate of their own.
+// The API hostnames are listed too: TLS clients refuse `*.localhost` for `api.localhost` (a wildcard
+// directly under a single-label name), so `curl --cacert certs/fallback.crt` works for them.
+import { existsSync, mkdirSync, readFileSync, writeFileSync, renameSync } from 'node:fs';
+import { webcrypto, randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { isIP } from 'node:net';
+import * as x509 from '@peculiar/x509';
+
+export interface KeyPair {
+  cert: string;
+  key: string;
+}
+
+export interface Fallback extends KeyPair {
+  certFile: string;
+  keyFile: string;
+  created: boolean;
+}
+
+export async function ensureFallbackCertificate(certsDir: string, extraNames: readonly string[] = []): Promise<Fallback> {
+  const certFile = path.join(certsDir, 'fallback.crt');
+  const keyFile = path.join(certsDir, 'fallback.key');
+  if (existsSync(certFile) && existsSync(keyFile)) {
+    return { cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8'), certFile, keyFile, created: false };
+  }
+  mkdirSync(certsDir, { recursive: true });
+  const pair = await selfSigned([...new Set(['localhost', '*.localhost', ...extraNames])], 365 * 10);
+  writeAtomic(keyFile, pair.key, 0o600);
+  writeAtomic(certFile, pair.cert, 0o644);
+  return { ...pair, certFile, keyFile, created: true };
+}
+
+/** ECDSA P-256 self-signed certificate for `names` (the first is the subject). */
+export async function selfSigned(names: string[], days: number): Promise<KeyPair> {
+  x509.cryptoProvider.set(webcrypto as never);
+  const algorithm = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
+  const keys = (await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
+  const notBefore = new Date(Date.now() - 60_000);
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    serialNumber: randomBytes(8).toString('hex').replace(/^[89a-f]/, '1'),
+    name: `CN=${names[0]}, O=Portico fallback`,
+    notBefore,
+    notAfter: new Date(notBefore.getTime() + days * 86_400_000),
+    keys: keys as never,
+    signingAlgorithm: algorithm,
+    extensions: [
+      new x509.SubjectAlternativeNameExtension(names.map((value) => (isIP(value) ? { type: 'ip' as const, value } : { type: 'dns' as const, value }))),
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
+    ],
+  });
+  const pkcs8 = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey));
+  const key = `-----BEGIN PRIVATE KEY-----\n${pkcs8.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END PRIVATE KEY-----\n`;
+  return { cert: cert.toString('pem') + '\n', key };
+}
+
+export function writeAtomic(file: string, content: string, mode: number): void {
+  const temp = `${file}.${process.pid}.tmp`;
+  writeFileSync(temp, content, { mode });
+  renameSync(temp, file);
+}

@@ -1,0 +1,171 @@
+#!/usr/bin/env node
+// `portico` — runs the server (`serve`) and is a client of the admin API for everything else.
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig } from '../config.ts';
+import { serve } from '../main.ts';
+import { createLogger } from '../log.ts';
+import { adminRequest, AdminError } from './admin-client.ts';
+
+interface Command {
+  usage: string;
+  summary: string;
+  options: Record<string, { type: 'string' | 'boolean'; help: string }>;
+  positionals: string[];
+  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<void>;
+}
+
+const json = { type: 'boolean' as const, help: 'print the raw JSON answer' };
+
+const COMMANDS: Record<string, Command> = {
+  serve: {
+    usage: 'portico serve',
+    summary: 'Run Portico with config/portico.yaml (or PORTICO_CONFIG) and the PORTICO_* variables.',
+    options: {},
+    positionals: [],
+    run: runServer,
+  },
+  'accounts create': {
+    usage: 'portico accounts create --plan free|pro|business|enterprise [--per-minute N --per-day N]',
+    summary: 'Create an account. Enterprise accounts need --per-minute and --per-day.',
+    options: { plan: { type: 'string', help: 'free, pro, business or enterprise' }, 'per-minute': { type: 'string', help: 'enterprise limit per minute' }, 'per-day': { type: 'string', help: 'enterprise limit per day' }, json },
+    positionals: [],
+    run: async (v) => {
+      const account = await adminRequest('POST', '/admin/accounts', { plan: v.plan, ...limitsOf(v) });
+      print(v, account, `account ${account.id} (${account.plan}: ${account.limits.perMinute}/min, ${account.limits.perDay}/day)`);
+    },
+  },
+  'accounts set': {
+    usage: 'portico accounts set ACCOUNT_ID [--plan P] [--per-minute N --per-day N]',
+    summary: 'Change an account\'s plan or enterprise limits; applies at once, counts are kept.',
+    options: { plan: { type: 'string', help: 'free, pro, business or enterprise' }, 'per-minute': { type: 'string', help: 'enterprise limit per minute' }, 'per-day': { type: 'string', help: 'enterprise limit per day' }, json },
+    positionals: ['ACCOUNT_ID'],
+    run: async (v, [id]) => {
+      const account = await adminRequest('PATCH', `/admin/accounts/${encodeURIComponent(id)}`, { plan: v.plan, ...limitsOf(v) });
+      print(v, account, `account ${account.id} (${account.plan}: ${account.limits.perMinute}/min, ${account.limits.perDay}/day)`);
+    },
+  },
+  'keys create': {
+    usage: 'portico keys create --account ACCOUNT_ID [--environment production|staging]',
+    summary: 'Create an API key. The key is printed once and cannot be shown again.',
+    options: { account: { type: 'string', help: 'the account the key belongs to' }, environment: { type: 'string', help: 'production (default) or staging' }, json },
+    positionals: [],
+    run: async (v) => {
+      const key = await adminRequest('POST', '/admin/keys', { accountId: v.account, environment: v.environment });
+      print(v, key, `key ${key.id} for ${key.accountId} (${key.environment}):\n\n  ${key.key}\n\nStore it now: it is shown only once.`);
+    },
+  },
+  'keys revoke': {
+    usage: 'portico keys revoke KEY_ID',
+    summary: 'Revoke a key; it stops working on every instance at once.',
+    options: {},
+    positionals: ['KEY_ID'],
+    run: async (_v, [id]) => {
+      await adminRequest('DELETE', `/admin/keys/${encodeURIComponent(id)}`);
+      console.log(`key ${id} revoked`);
+    },
+  },
+};
+
+async function runServer(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = createLogger(config.log.level);
+  let running;
+  try {
+    running = await serve(config, log);
+  } catch (err) {
+    log.fatal({ err }, 'Portico could not start');
+    log.flush?.();
+    console.error(`portico: ${(err as Error).message}`);
+    process.exit(1);
+  }
+  const stop = (signal: string) => {
+    log.info({ signal }, 'stopping: no new connections, finishing requests in flight');
+    running.stop().then(
+      () => {
+        log.info('stopped');
+        log.flush?.();
+        process.exit(0);
+      },
+      (err) => {
+        log.error({ err }, 'stop failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+function limitsOf(v: Record<string, string | boolean | undefined>) {
+  if (v['per-minute'] === undefined && v['per-day'] === undefined) return {};
+  return { limits: { perMinute: toNumber(v['per-minute']), perDay: toNumber(v['per-day']) } };
+}
+
+function toNumber(value: string | boolean | undefined): number | undefined {
+  return typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : undefined;
+}
+
+function print(v: Record<string, unknown>, body: Record<string, unknown>, text: string): void {
+  console.log(v.json ? JSON.stringify(body, null, 2) : text);
+}
+
+function help(): string {
+  const lines = Object.values(COMMANDS).map((c) => `  ${c.usage}\n      ${c.summary}`);
+  return `Usage: portico <command> [options]\n\nCommands:\n${lines.join('\n')}\n
+The admin commands talk to PORTICO_ADMIN_URL (default http://127.0.0.1:9180) with PORTICO_ADMIN_TOKEN
+(default: the token saved in the data dir on first start). "portico <command> --help" for details.`;
+}
+
+function commandHelp(c: Command): string {
+  const options = Object.entries(c.options).map(([name, o]) => `  --${name}${o.type === 'string' ? ' VALUE' : ''}    ${o.help}`);
+  return `Usage: ${c.usage}\n\n${c.summary}${options.length ? `\n\nOptions:\n${options.join('\n')}` : ''}`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const name = [argv.slice(0, 2).join(' '), argv[0]].find((n) => n in COMMANDS);
+  if (!name) {
+    const wantsHelp = argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help';
+    (wantsHelp ? console.log : console.error)(wantsHelp ? help() : `portico: unknown command "${argv.join(' ')}"\n\n${help()}`);
+    return wantsHelp ? 0 : 2;
+  }
+  const command = COMMANDS[name];
+  const rest = argv.slice(name.split(' ').length);
+  if (rest.includes('--help') || rest.includes('-h')) {
+    console.log(commandHelp(command));
+    return 0;
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({ args: rest, options: Object.fromEntries(Object.entries(command.options).map(([k, o]) => [k, { type: o.type }])), allowPositionals: true, strict: true });
+  } catch (err) {
+    console.error(`portico ${name}: ${(err as Error).message}\n\n${commandHelp(command)}`);
+    return 2;
+  }
+  if (parsed.positionals.length !== command.positionals.length) {
+    console.error(`portico ${name}: expected ${command.positionals.join(' ') || 'no arguments'}\n\n${commandHelp(command)}`);
+    return 2;
+  }
+  try {
+    await command.run(parsed.values as Record<string, string | boolean | undefined>, parsed.positionals);
+    return name === 'serve' ? -1 : 0;
+  } catch (err) {
+    if (err instanceof AdminError) {
+      console.error(`portico ${name}: ${err.message}`);
+      return 1;
+    }
+    throw err;
+  }
+}
+
+main(process.argv.slice(2)).then((code) => {
+  if (code >= 0) process.exitCode = code;
+});

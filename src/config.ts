@@ -1,0 +1,398 @@
+// The only reader of process.env. Loads config/portico.yaml (or PORTICO_CONFIG), applies the
+// PORTICO_* overrides, validates everything at once and returns a frozen object.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import net from 'node:net';
+import { parse as parseYaml } from 'yaml';
+import type { Limit } from './ratelimit/limiter.ts';
+
+export type Plan = 'free' | 'pro' | 'business' | 'enterprise';
+export const PLANS: readonly Plan[] = ['free', 'pro', 'business', 'enterprise'];
+
+export interface Config {
+  configFile: string;
+  http: { port: number };
+  https: { port: number; publicPort: number };
+  admin: { port: number; host: string; token: string | null };
+  metrics: { port: number | null };
+  dataDir: string;
+  certsDir: string;
+  redis: { url: string | null; commandTimeoutMs: number };
+  platform: { domain: string; certFile: string | null; keyFile: string | null; cnameTarget: string };
+  dns: { servers: string[] };
+  acme: { directory: string; email: string | null };
+  api: {
+    hosts: string[];
+    stagingHosts: string[];
+    upstream: string | null;
+    maxCategories: number;
+    maxBodyBytes: number;
+    pets: { deprecatedAt: string; sunsetAt: string; link: string };
+  };
+  trustedProxies: string[];
+  proxyProtocol: boolean;
+  ratelimit: {
+    onRedisDown: 'local' | 'closed';
+    plans: Record<Exclude<Plan, 'enterprise'>, Limit>;
+    ban: { refusals: number; windowSeconds: number; banSeconds: number };
+  };
+  timeouts: { headersMs: number; requestMs: number; keepAliveMs: number; upstreamMs: number; shutdownMs: number };
+  log: { level: string };
+}
+
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.problems = problems;
+  }
+}
+
+type Kind = 'port' | 'int' | 'string' | 'list' | 'bool' | 'url';
+
+// variable → where it lands in the YAML tree, and how its text is read
+const ENV: ReadonlyArray<[string, string, Kind]> = [
+  ['PORTICO_HTTP_PORT', 'http.port', 'port'],
+  ['PORTICO_HTTPS_PORT', 'https.port', 'port'],
+  ['PORTICO_PUBLIC_HTTPS_PORT', 'https.publicPort', 'port'],
+  ['PORTICO_ADMIN_PORT', 'admin.port', 'port'],
+  ['PORTICO_ADMIN_HOST', 'admin.host', 'string'],
+  ['PORTICO_ADMIN_TOKEN', 'admin.token', 'string'],
+  ['PORTICO_METRICS_PORT', 'metrics.port', 'port'],
+  ['PORTICO_DATA_DIR', 'dataDir', 'string'],
+  ['PORTICO_CERTS_DIR', 'certsDir', 'string'],
+  ['PORTICO_REDIS_URL', 'redis.url', 'url'],
+  ['PORTICO_PLATFORM_DOMAIN', 'platform.domain', 'string'],
+  ['PORTICO_PLATFORM_CERT_FILE', 'platform.certFile', 'string'],
+  ['PORTICO_PLATFORM_KEY_FILE', 'platform.keyFile', 'string'],
+  ['PORTICO_CNAME_TARGET', 'platform.cnameTarget', 'string'],
+  ['PORTICO_DNS_SERVERS', 'dns.servers', 'list'],
+  ['PORTICO_ACME_DIRECTORY', 'acme.directory', 'url'],
+  ['PORTICO_ACME_EMAIL', 'acme.email', 'string'],
+  ['PORTICO_API_HOSTS', 'api.hosts', 'list'],
+  ['PORTICO_STAGING_API_HOSTS', 'api.stagingHosts', 'list'],
+  ['PORTICO_API_UPSTREAM', 'api.upstream', 'url'],
+  ['PORTICO_TRUSTED_PROXIES', 'trustedProxies', 'list'],
+  ['PORTICO_PROXY_PROTOCOL', 'proxyProtocol', 'bool'],
+  ['PORTICO_RATELIMIT_ON_REDIS_DOWN', 'ratelimit.onRedisDown', 'string'],
+  ['PORTICO_LOG_LEVEL', 'log.level', 'string'],
+];
+
+const DEFAULT_FILE = 'config/portico.yaml';
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
+  const configFile = path.resolve(cwd, env.PORTICO_CONFIG || DEFAULT_FILE);
+  let text: string;
+  try {
+    text = readFileSync(configFile, 'utf8');
+  } catch (err) {
+    throw new ConfigError([`cannot read ${configFile}: ${(err as Error).message}`]);
+  }
+  return parseConfig(text, configFile, env, cwd);
+}
+
+export function parseConfig(text: string, configFile: string, env: NodeJS.ProcessEnv, cwd: string): Config {
+  const problems: string[] = [];
+  let tree: unknown;
+  try {
+    tree = parseYaml(text) ?? {};
+  } catch (err) {
+    throw new ConfigError([`${configFile} is not valid YAML: ${(err as Error).message}`]);
+  }
+  if (!isObject(tree)) throw new ConfigError([`${configFile} must hold a mapping at the top level`]);
+  for (const [name, at, kind] of ENV) {
+    const raw = env[name];
+    if (raw === undefined || raw === '') continue;
+    setPath(tree, at, fromEnv(raw, kind));
+  }
+  const read = new Reader(tree, problems);
+  const config: Config = {
+    configFile,
+    http: { port: read.port('http.port', 8080) },
+    https: { port: read.port('https.port', 8443), publicPort: read.port('https.publicPort', 443) },
+    admin: {
+      port: read.port('admin.port', 9180),
+      host: read.string('admin.host', '127.0.0.1'),
+      token: read.optionalString('admin.token'),
+    },
+    metrics: { port: read.optionalPort('metrics.port') },
+    dataDir: path.resolve(cwd, read.string('dataDir', './data')),
+    certsDir: path.resolve(cwd, read.string('certsDir', './certs')),
+    redis: { url: read.optionalUrl('redis.url', ['redis:', 'rediss:']), commandTimeoutMs: read.int('redis.commandTimeoutMs', 150, 10) },
+    platform: {
+      domain: read.hostname('platform.domain', 'localhost'),
+      certFile: read.optionalString('platform.certFile'),
+      keyFile: read.optionalString('platform.keyFile'),
+      cnameTarget: read.hostname('platform.cnameTarget', 'edge.localhost'),
+    },
+    dns: { servers: read.list('dns.servers', []) },
+    acme: {
+      directory: read.optionalUrl('acme.directory', ['https:', 'http:']) ?? 'https://acme-staging-v02.api.letsencrypt.org/directory',
+      email: read.optionalString('acme.email'),
+    },
+    api: {
+      hosts: read.list('api.hosts', ['api.localhost', 'localhost', '127.0.0.1']).map((h) => h.toLowerCase()),
+      stagingHosts: read.list('api.stagingHosts', ['api.staging.localhost']).map((h) => h.toLowerCase()),
+      upstream: read.optionalUrl('api.upstream', ['http:', 'https:']),
+      maxCategories: read.int('api.maxCategories', 10000, 1),
+      maxBodyBytes: read.int('api.maxBodyBytes', 65536, 1),
+      pets: {
+        deprecatedAt: read.date('api.pets.deprecatedAt', '2026-01-01T00:00:00Z'),
+        sunsetAt: read.date('api.pets.sunsetAt', '2027-07-01T00:00:00Z'),
+        link: read.string('api.pets.link', 'https://docs.portico.dev/v1/pets#deprecation'),
+      },
+    },
+    trustedProxies: read.list('trustedProxies', []),
+    proxyProtocol: read.bool('proxyProtocol', false),
+    ratelimit: {
+      onRedisDown: read.oneOf('ratelimit.onRedisDown', ['local', 'closed'] as const, 'local'),
+      plans: {
+        free: read.limit('ratelimit.plans.free', { perMinute: 60, perDay: 1000 }),
+        pro: read.limit('ratelimit.plans.pro', { perMinute: 300, perDay: 10000 }),
+        business: read.limit('ratelimit.plans.business', { perMinute: 1000, perDay: 100000 }),
+      },
+      ban: {
+        refusals: read.int('ratelimit.ban.refusals', 10, 1),
+        windowSeconds: read.int('ratelimit.ban.windowSeconds', 60, 1),
+        banSeconds: read.int('ratelimit.ban.banSeconds', 900, 1),
+      },
+    },
+    timeouts: {
+      headersMs: read.int('timeouts.headersMs', 10000, 100),
+      requestMs: read.int('timeouts.requestMs', 60000, 100),
+      keepAliveMs: read.int('timeouts.keepAliveMs', 5000, 100),
+      upstreamMs: read.int('timeouts.upstreamMs', 30000, 10),
+      shutdownMs: read.int('timeouts.shutdownMs', 10000, 0),
+    },
+    log: { level: read.oneOf('log.level', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const, 'info') },
+  };
+  if (config.admin.token !== null && config.admin.token.length < 16) {
+    problems.push('admin.token (PORTICO_ADMIN_TOKEN) must be at least 16 characters');
+  }
+  for (const cidr of config.trustedProxies) {
+    if (!parseCidr(cidr)) problems.push(`trustedProxies (PORTICO_TRUSTED_PROXIES): "${cidr}" is not an IP address or CIDR`);
+  }
+  for (const server of config.dns.servers) {
+    if (!/^[^\s:]+(:\d{1,5})?$|^\[[0-9a-f:.]+\](:\d{1,5})?$/i.test(server)) {
+      problems.push(`dns.servers (PORTICO_DNS_SERVERS): "${server}" is not host:port`);
+    }
+  }
+  if ((config.platform.certFile === null) !== (config.platform.keyFile === null)) {
+    problems.push('platform.certFile and platform.keyFile (PORTICO_PLATFORM_CERT_FILE / _KEY_FILE) go together');
+  }
+  const ports = [['http.port', config.http.port], ['https.port', config.https.port], ['admin.port', config.admin.port]] as const;
+  for (let i = 0; i < ports.length; i++) {
+    for (let j = i + 1; j < ports.length; j++) {
+      if (ports[i][1] !== 0 && ports[i][1] === ports[j][1]) problems.push(`${ports[i][0]} and ${ports[j][0]} are both ${ports[i][1]}`);
+    }
+  }
+  read.unknownKeys();
+  if (problems.length > 0) throw new ConfigError(problems);
+  return deepFreeze(config);
+}
+
+/** `10.0.0.0/8`, `::1/128` or a bare address → [address, prefix, family] */
+export function parseCidr(text: string): [string, number, 'ipv4' | 'ipv6'] | null {
+  const [address, prefixText] = text.split('/');
+  const family = net.isIP(address);
+  if (family === 0) return null;
+  const max = family === 4 ? 32 : 128;
+  const prefix = prefixText === undefined ? max : Number(prefixText);
+  if (!Number.isInteger(prefix) || prefix < 0 || prefix > max) return null;
+  return [address, prefix, family === 4 ? 'ipv4' : 'ipv6'];
+}
+
+function fromEnv(raw: string, kind: Kind): unknown {
+  switch (kind) {
+    case 'port':
+    case 'int':
+      return /^\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw;
+    case 'list':
+      return raw.split(',').map((s) => s.trim()).filter(Boolean);
+    case 'bool':
+      return ['1', 'true', 'on', 'yes'].includes(raw.toLowerCase()) ? true : ['0', 'false', 'off', 'no'].includes(raw.toLowerCase()) ? false : raw;
+    default:
+      return raw;
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function setPath(tree: Record<string, unknown>, at: string, value: unknown): void {
+  const parts = at.split('.');
+  let node = tree;
+  for (const part of parts.slice(0, -1)) {
+    if (!isObject(node[part])) node[part] = {};
+    node = node[part] as Record<string, unknown>;
+  }
+  node[parts[parts.length - 1]] = value;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+const ENV_OF = new Map(ENV.map(([name, at]) => [at, name]));
+
+// Reads typed values out of the YAML tree, collecting every problem instead of stopping at the first.
+class Reader {
+  private readonly seen = new Set<string>();
+  private readonly tree: Record<string, unknown>;
+  private readonly problems: string[];
+  constructor(tree: Record<string, unknown>, problems: string[]) {
+    this.tree = tree;
+    this.problems = problems;
+  }
+
+  private get(at: string): unknown {
+    this.seen.add(at);
+    let node: unknown = this.tree;
+    for (const part of at.split('.')) {
+      if (!isObject(node)) return undefined;
+      node = node[part];
+    }
+    return node;
+  }
+
+  private fail(at: string, what: string): void {
+    const name = ENV_OF.get(at);
+    this.problems.push(`${at}${name ? ` (${name})` : ''} ${what}`);
+  }
+
+  port(at: string, fallback: number): number {
+    const v = this.optionalPort(at);
+    return v ?? fallback;
+  }
+
+  optionalPort(at: string): number | null {
+    const v = this.get(at);
+    if (v === undefined || v === null) return null;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 65535) {
+      this.fail(at, `must be a port number 0–65535, got ${JSON.stringify(v)}`);
+      return 0;
+    }
+    return v;
+  }
+
+  int(at: string, fallback: number, min: number): number {
+    const v = this.get(at);
+    if (v === undefined || v === null) return fallback;
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
+      this.fail(at, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`);
+      return fallback;
+    }
+    return v;
+  }
+
+  string(at: string, fallback: string): string {
+    return this.optionalString(at) ?? fallback;
+  }
+
+  optionalString(at: string): string | null {
+    const v = this.get(at);
+    if (v === undefined || v === null) return null;
+    if (typeof v !== 'string' || v.trim() === '') {
+      this.fail(at, `must be a non-empty string, got ${JSON.stringify(v)}`);
+      return null;
+    }
+    return v.trim();
+  }
+
+  hostname(at: string, fallback: string): string {
+    const v = this.string(at, fallback).toLowerCase().replace(/\.$/, '');
+    if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(v)) {
+      this.fail(at, `must be a hostname, got ${JSON.stringify(v)}`);
+    }
+    return v;
+  }
+
+  optionalUrl(at: string, protocols: string[]): string | null {
+    const v = this.optionalString(at);
+    if (v === null) return null;
+    try {
+      const url = new URL(v);
+      if (!protocols.includes(url.protocol)) this.fail(at, `must be a ${protocols.join(' or ')} URL, got ${JSON.stringify(v)}`);
+    } catch {
+      this.fail(at, `must be a URL, got ${JSON.stringify(v)}`);
+    }
+    return v;
+  }
+
+  list(at: string, fallback: string[]): string[] {
+    const v = this.get(at);
+    if (v === undefined || v === null) return fallback;
+    if (!Array.isArray(v) || !v.every((s) => typeof s === 'string' && s.trim() !== '')) {
+      this.fail(at, `must be a list of strings, got ${JSON.stringify(v)}`);
+      return fallback;
+    }
+    return v.map((s: string) => s.trim());
+  }
+
+  bool(at: string, fallback: boolean): boolean {
+    const v = this.get(at);
+    if (v === undefined || v === null) return fallback;
+    if (typeof v !== 'boolean') {
+      this.fail(at, `must be true or false, got ${JSON.stringify(v)}`);
+      return fallback;
+    }
+    return v;
+  }
+
+  oneOf<T extends string>(at: string, options: readonly T[], fallback: T): T {
+    const v = this.get(at);
+    if (v === undefined || v === null) return fallback;
+    if (!options.includes(v as T)) {
+      this.fail(at, `must be one of ${options.join(', ')}, got ${JSON.stringify(v)}`);
+      return fallback;
+    }
+    return v as T;
+  }
+
+  date(at: string, fallback: string): string {
+    const v = this.string(at, fallback);
+    if (Number.isNaN(Date.parse(v))) this.fail(at, `must be an ISO 8601 date, got ${JSON.stringify(v)}`);
+    return v;
+  }
+
+  limit(at: string, fallback: Limit): Limit {
+    this.get(at);
+    return { perMinute: this.int(`${at}.perMinute`, fallback.perMinute, 1), perDay: this.int(`${at}.perDay`, fallback.perDay, 1) };
+  }
+
+  /** keys in the file that no setting reads are mistakes (a typo silently ignored costs hours) */
+  unknownKeys(): void {
+    const walk = (node: unknown, prefix: string): void => {
+      if (!isObject(node)) return;
+      for (const [key, value] of Object.entries(node)) {
+        const at = prefix ? `${prefix}.${key}` : key;
+        if (this.seen.has(at)) continue;
+        const known = [...this.seen].some((s) => s.startsWith(`${at}.`));
+        if (!known) this.problems.push(`${at} is not a known setting`);
+        else walk(value, at);
+      }
+    };
+    walk(this.tree, '');
+  }
+}
+
+/** Where the CLI finds the admin API: PORTICO_ADMIN_URL / PORTICO_ADMIN_TOKEN, else the local defaults. */
+export function cliSettings(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): { url: string; token: string | null; tokenFile: string } {
+  const port = env.PORTICO_ADMIN_PORT || '9180';
+  const host = env.PORTICO_ADMIN_HOST || '127.0.0.1';
+  const tokenFile = path.resolve(cwd, env.PORTICO_DATA_DIR || './data', 'admin-token');
+  let token = env.PORTICO_ADMIN_TOKEN || null;
+  if (!token) {
+    try {
+      token = readFileSync(tokenFile, 'utf8').trim() || null;
+    } catch {
+      token = null;
+    }
+  }
+  return { url: env.PORTICO_ADMIN_URL || `http://${host.includes(':') ? `[${host}]` : host}:${port}`, token, tokenFile };
+}

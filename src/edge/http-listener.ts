@@ -1,0 +1,50 @@
+// The plain HTTP listener: ACME HTTP-01 challenges (RFC 8555 §8.3), everything else 308 to HTTPS.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { hostnameFromHost } from '../routing/hostname.ts';
+import type { Metrics } from '../metrics.ts';
+
+const CHALLENGE_PREFIX = '/.well-known/acme-challenge/';
+
+export interface HttpListenerDeps {
+  publicHttpsPort: number;
+  /** the key authorisation for a token, or null (certificates plug in here) */
+  challenge(token: string): Promise<string | null>;
+  metrics: Metrics;
+}
+
+export function createHttpHandler(deps: HttpListenerDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const port = deps.publicHttpsPort === 443 ? '' : `:${deps.publicHttpsPort}`;
+  return (req, res) => {
+    const url = req.url ?? '/';
+    const done = (route: 'acme' | 'redirect' | 'unknown') =>
+      res.once('finish', () => deps.metrics.httpRequests.inc({ route, method: req.method ?? 'OTHER', status: res.statusCode }));
+    if (url.startsWith(CHALLENGE_PREFIX)) {
+      done('acme');
+      const token = url.slice(CHALLENGE_PREFIX.length).split('?', 1)[0];
+      deps.challenge(token).then(
+        (answer) => {
+          res.statusCode = answer === null ? 404 : 200;
+          res.setHeader('content-type', 'text/plain');
+          res.end(answer ?? 'no such challenge\n');
+        },
+        () => {
+          res.statusCode = 503;
+          res.end();
+        },
+      );
+      return;
+    }
+    const hostname = hostnameFromHost(req.headers.host);
+    if (!hostname || !url.startsWith('/')) {
+      done('unknown');
+      res.statusCode = 400;
+      res.setHeader('content-type', 'text/plain');
+      res.end('a Host header naming this site is required\n');
+      return;
+    }
+    done('redirect');
+    const location = `https://${hostname.includes(':') ? `[${hostname}]` : hostname}${port}${url}`;
+    res.writeHead(308, { location, 'content-type': 'text/plain', 'content-length': 0 });
+    res.end();
+  };
+}

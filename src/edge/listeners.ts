@@ -1,0 +1,155 @@
+// The three listeners — HTTPS (HTTP/2 + HTTP/1.1 by ALPN), plain HTTP, admin — plus the optional
+// metrics listener, with the timeouts that keep slow clients from holding sockets, and a graceful
+// close: stop accepting, let in-flight requests finish (bounded), then cut what is left.
+import http from 'node:http';
+import http2 from 'node:http2';
+import net from 'node:net';
+import type { TLSSocket, SecureContext } from 'node:tls';
+import type { Config } from '../config.ts';
+import type { Metrics } from '../metrics.ts';
+import type { KeyPair } from '../certs/fallback.ts';
+import type { Handler } from './pipeline.ts';
+import { acceptProxyProtocol } from './proxy-protocol.ts';
+import type { Trust } from './client-ip.ts';
+
+// Mozilla "intermediate": TLS 1.2 with AEAD + forward secrecy only; TLS 1.3 suites are all AEAD.
+const CIPHERS = [
+  'ECDHE-ECDSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-CHACHA20-POLY1305', 'ECDHE-RSA-CHACHA20-POLY1305',
+].join(':');
+
+export interface ListenerDeps {
+  config: Config;
+  fallback: KeyPair;
+  /** the SecureContext for a servername, or null for the fallback certificate */
+  secureContext(servername: string): Promise<SecureContext | null>;
+  edge: Handler;
+  http: (req: http.IncomingMessage, res: http.ServerResponse) => void;
+  admin: (req: http.IncomingMessage, res: http.ServerResponse) => void;
+  metricsOnly: ((req: http.IncomingMessage, res: http.ServerResponse) => void) | null;
+  metrics: Metrics;
+  trust: Trust;
+}
+
+export interface Listeners {
+  listen(): Promise<void>;
+  /** bound ports, useful when configured as 0 */
+  ports(): { http: number; https: number; admin: number; metrics: number | null };
+  close(graceMs: number): Promise<void>;
+}
+
+export function createListeners(deps: ListenerDeps): Listeners {
+  const { config, metrics } = deps;
+  const t = config.timeouts;
+  const https = http2.createSecureServer({
+    allowHTTP1: true,
+    key: deps.fallback.key,
+    cert: deps.fallback.cert,
+    minVersion: 'TLSv1.2',
+    ciphers: CIPHERS,
+    honorCipherOrder: true,
+    ecdhCurve: 'X25519:P-256:P-384',
+    handshakeTimeout: Math.min(t.headersMs, 10_000),
+    settings: { maxConcurrentStreams: 128 },
+    SNICallback: (servername, done) => {
+      deps.secureContext(servername).then((context) => done(null, context ?? undefined), (err) => done(err as Error));
+    },
+  });
+  // HTTP/1.1 connections on the HTTPS listener go through Node's http1 machinery, which honours these
+  Object.assign(https, { headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs });
+  https.setTimeout(Math.max(t.keepAliveMs, t.requestMs));
+  https.on('secureConnection', () => metrics.tlsHandshakes.inc({ result: 'success' }));
+  https.on('tlsClientError', () => metrics.tlsHandshakes.inc({ result: 'failure' }));
+
+  const tracked = trackConnections(https);
+  https.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+    if (tracked.draining && req.httpVersionMajor === 1) res.setHeader('connection', 'close');
+    deps.edge(req, res);
+  });
+
+  const plain = (handler: ListenerDeps['http']) =>
+    http.createServer({ headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs }, handler);
+  const httpServer = plain(deps.http);
+  const admin = plain(deps.admin);
+  const metricsServer = deps.metricsOnly ? plain(deps.metricsOnly) : null;
+
+  // with PROXY protocol on, the edge listeners accept raw TCP, read the header, then hand over
+  const front = (server: net.Server) => (config.proxyProtocol ? acceptProxyProtocol(server, { trusted: deps.trust }) : server);
+  const httpsFront = front(https);
+  const httpFront = front(httpServer);
+
+  const bound: Array<[net.Server, number, string]> = [
+    [httpsFront, config.https.port, '0.0.0.0'],
+    [httpFront, config.http.port, '0.0.0.0'],
+    [admin, config.admin.port, config.admin.host],
+  ];
+  if (metricsServer) bound.push([metricsServer, config.metrics.port!, config.admin.host]);
+
+  return {
+    async listen() {
+      for (const [server, port, host] of bound) {
+        await new Promise<void>((resolve, reject) => {
+          server.once('error', reject);
+          server.listen(port, host === '0.0.0.0' ? undefined : host, () => {
+            server.off('error', reject);
+            resolve();
+          });
+        });
+      }
+    },
+    ports() {
+      const port = (s: net.Server | null) => (s ? (s.address() as net.AddressInfo).port : null);
+      return { https: port(httpsFront)!, http: port(httpFront)!, admin: port(admin)!, metrics: port(metricsServer) };
+    },
+    async close(graceMs) {
+      const closing = bound.map(([server]) => new Promise<void>((resolve) => server.close(() => resolve())));
+      if (httpsFront !== https) https.close();
+      if (httpFront !== httpServer) httpServer.close();
+      tracked.drain();
+      for (const server of [httpServer, admin, metricsServer]) server?.closeIdleConnections();
+      const timer = setTimeout(() => {
+        tracked.destroyAll();
+        for (const server of [httpServer, admin, metricsServer]) server?.closeAllConnections();
+      }, graceMs);
+      await Promise.all(closing);
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Follows TLS connections of the HTTPS listener so a shutdown can close them gently, then firmly. */
+function trackConnections(server: http2.Http2SecureServer) {
+  const sockets = new Set<TLSSocket>();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const busy = new WeakMap<TLSSocket, number>();
+  const state = {
+    draining: false,
+    drain() {
+      state.draining = true;
+      for (const session of sessions) session.close();
+      for (const socket of sockets) if (socket.alpnProtocol !== 'h2' && !busy.get(socket)) socket.destroy();
+    },
+    destroyAll() {
+      for (const session of sessions) session.destroy();
+      for (const socket of sockets) socket.destroy();
+    },
+  };
+  server.on('secureConnection', (socket: TLSSocket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  server.on('session', (session: http2.ServerHttp2Session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+  });
+  server.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+    if (req.httpVersionMajor !== 1) return;
+    const socket = req.socket as TLSSocket;
+    busy.set(socket, (busy.get(socket) ?? 0) + 1);
+    res.once('close', () => {
+      busy.set(socket, (busy.get(socket) ?? 1) - 1);
+      if (state.draining && !busy.get(socket)) socket.end();
+    });
+  });
+  return state;
+}

@@ -1,0 +1,26 @@
+// Small HTML pages for people who land on a hostname in a browser.
+import type { Response } from '../errors.ts';
+
+export function sendPage(res: Response, status: number, html: string, headers: Record<string, string> = {}): void {
+  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+  res.setHeader('content-type', 'text/html; charset=utf-8');
+  res.setHeader('content-length', Buffer.byteLength(html));
+  res.setHeader('cache-control', 'no-store');
+  res.statusCode = status;
+  res.end(html);
+}
+
+export function notFoundPage(hostname: string): string {
+  return page('404 — not served here', `<p>Portico does not serve <code>${escapeHtml(hostname || 'this address')}</code>.</p>
+<p>If this is your domain, add it to a project and create the DNS record the dashboard shows.</p>`);
+}
+
+export function page(title: string, body: string): string {
+  return `<!doctype html><html lang="en"><meta charset="utf-8"><meta name="viewport" content="width=device-width">
+<title>${escapeHtml(title)}</title><style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:4rem auto;padding:0 1rem;color:#222}code{background:#f3f3f3;padding:0 .2em}</style>
+<h1>${escapeHtml(title)}</h1>${body}</html>\n`;
+}
+
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}

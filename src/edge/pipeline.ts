@@ -1,0 +1,99 @@
+// The request pipeline of the HTTPS listener, shared by HTTP/2 and HTTP/1.1 (compat API).
+import type { TLSSocket } from 'node:tls';
+import { HttpError, sendError, type Response } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics, RouteLabel } from '../metrics.ts';
+import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
+import type { RouteTable } from '../routing/route.ts';
+import type { ApiOutcome, ApiRequest } from '../api/v1.ts';
+import type { Request } from '../api/body.ts';
+import { clientIp, type Trust } from './client-ip.ts';
+import { proxiedAddress } from './proxy-protocol.ts';
+import { notFoundPage, sendPage } from './pages.ts';
+
+export interface EdgeDeps {
+  routes: RouteTable;
+  api: (req: Request, res: Response, request: ApiRequest) => Promise<void>;
+  metrics: Metrics;
+  log: Logger;
+  trust: Trust;
+}
+
+export type Handler = (req: Request, res: Response) => void;
+
+// The order of operations for one request on the HTTPS listener:
+// 1. hostname from Host (HTTP/1.1) or :authority (HTTP/2), normalised;
+// 2. a Host that differs from this connection's SNI → 421 (unless no SNI or an IP literal was sent);
+// 3. route by hostname: API hosts → /v1 (auth → limit → operation, see api/v1.ts); unknown → 404 page;
+// 4. errors become Error bodies: HttpError as it says, a state backend that is down → 503, else 500;
+// 5. when the answer is finished: metrics and one access log line (never a key or Authorization).
+export function createEdgeHandler(deps: EdgeDeps): Handler {
+  const { routes, metrics, log, trust } = deps;
+  return (req, res) => {
+    const started = performance.now();
+    const hostname = hostnameFromHost(req.headers.host ?? (req.headers[':authority'] as string | undefined));
+    const socket = req.socket as TLSSocket;
+    const peer = proxiedAddress(socket)?.address ?? socket.remoteAddress ?? '';
+    const ip = clientIp(peer, req.headers['x-forwarded-for'], trust);
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    let routeLabel: RouteLabel = 'unknown';
+    const outcome: ApiOutcome = {};
+
+    res.once('finish', () => {
+      const seconds = (performance.now() - started) / 1000;
+      metrics.httpRequests.inc({ route: routeLabel, method: methodLabel(req.method), status: res.statusCode });
+      metrics.httpDuration.observe({ route: routeLabel }, seconds);
+      log.info({
+        method: req.method,
+        hostname,
+        path,
+        route: routeLabel,
+        status: res.statusCode,
+        durationMs: Math.round(seconds * 10_000) / 10,
+        clientIp: ip,
+        protocol: req.httpVersion,
+        accountId: outcome.accountId,
+      }, 'request');
+    });
+
+    const sni = socket.servername;
+    if (sni && !isIpLiteral(sni) && sni.toLowerCase() !== hostname) {
+      sendError(res, 'misdirected_request', `This connection was opened for ${sni}; open a new one for ${hostname || 'this host'}.`);
+      return;
+    }
+    const route = routes.resolve(hostname);
+    if (route.kind === 'api') {
+      routeLabel = 'api';
+      if (path !== '/v1' && !path.startsWith('/v1/')) {
+        sendError(res, 'not_found', `No route for ${path}; the API lives under /v1.`);
+        return;
+      }
+      const request: ApiRequest = { environment: route.environment, clientIp: ip, path, query: q === -1 ? '' : url.slice(q), outcome };
+      deps.api(req, res, request).catch((err) => fail(res, err, log));
+      return;
+    }
+    sendPage(res, 404, notFoundPage(hostname));
+  };
+}
+
+export function fail(res: Response, err: unknown, log: Logger): void {
+  const code = (err as { code?: string }).code;
+  if (res.headersSent) {
+    log.warn({ err }, 'request failed after the answer had started');
+    (res as { destroy(): void }).destroy();
+    return;
+  }
+  if (err instanceof HttpError) sendError(res, err.code, err.message, err.headers);
+  else if (code === 'STATE_UNAVAILABLE' || code === 'REDIS_DOWN') sendError(res, 'service_unavailable', 'Shared state is unreachable; try again shortly.', { 'retry-after': '5' });
+  else {
+    log.error({ err }, 'request failed');
+    sendError(res, 'internal_error');
+  }
+}
+
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+function methodLabel(method: string | undefined): string {
+  return method && METHODS.has(method) ? method : 'OTHER';
+}

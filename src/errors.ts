@@ -1,0 +1,64 @@
+// One table: Error code → HTTP status → default message. Every Error body is written by sendError().
+import type { ServerResponse } from 'node:http';
+import type { Http2ServerResponse } from 'node:http2';
+
+export type Response = ServerResponse | Http2ServerResponse;
+
+export const ERRORS = {
+  invalid_request: [400, 'The request is not valid.'],
+  invalid_hostname: [400, 'The hostname is not valid.'],
+  unauthorized: [401, 'A valid API key is required: send "Authorization: Bearer <key>".'],
+  plan_required: [402, 'Custom domains need a paid plan.'],
+  not_found: [404, 'Not found.'],
+  method_not_allowed: [405, 'Method not allowed.'],
+  misdirected_request: [421, 'This connection was opened for another hostname.'],
+  conflict: [409, 'The request conflicts with the current state.'],
+  payload_too_large: [413, 'The request body is too large.'],
+  unsupported_media_type: [415, 'The request body must be JSON (Content-Type: application/json).'],
+  rate_limited: [429, 'Rate limit exceeded.'],
+  key_banned: [429, 'This key is temporarily banned for calling while rate limited.'],
+  internal_error: [500, 'Internal error.'],
+  bad_gateway: [502, 'The upstream could not be reached.'],
+  service_unavailable: [503, 'The service is temporarily unavailable.'],
+  gateway_timeout: [504, 'The upstream did not answer in time.'],
+} as const satisfies Record<string, readonly [number, string]>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+  status: number;
+}
+
+/** An error that carries its Error body; thrown by handlers, written by the pipeline. */
+export class HttpError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  constructor(code: ErrorCode, message?: string, headers: Record<string, string> = {}) {
+    super(message ?? ERRORS[code][1]);
+    this.code = code;
+    this.status = ERRORS[code][0];
+    this.headers = headers;
+  }
+}
+
+export function errorBody(code: ErrorCode, message?: string): ErrorBody {
+  return { code, message: message ?? ERRORS[code][1], status: ERRORS[code][0] };
+}
+
+export function sendError(res: Response, code: ErrorCode, message?: string, headers: Record<string, string> = {}): void {
+  sendJson(res, ERRORS[code][0], errorBody(code, message), headers);
+}
+
+export function sendJson(res: Response, status: number, value: unknown, headers: Record<string, string> = {}): void {
+  const body = value === undefined ? '' : JSON.stringify(value);
+  for (const [name, v] of Object.entries(headers)) res.setHeader(name, v);
+  if (body) {
+    res.setHeader('content-type', 'application/json; charset=utf-8');
+    res.setHeader('content-length', Buffer.byteLength(body));
+  }
+  res.statusCode = status;
+  res.end(body);
+}

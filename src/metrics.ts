@@ -1,0 +1,29 @@
+// Prometheus metrics. Portico's own carry the `portico_` prefix; process and Node defaults keep their
+// standard names. Labels come from small fixed sets — never a hostname, path or key.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export type RouteLabel = 'api' | 'project' | 'redirect' | 'acme' | 'unknown' | 'admin';
+
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    httpRequests: new Counter({ name: 'portico_http_requests_total', help: 'Requests answered, by route, method and status.', labelNames: ['route', 'method', 'status'] as const, registers: [registry] }),
+    httpDuration: new Histogram({
+      name: 'portico_http_request_duration_seconds',
+      help: 'Time from request to the end of the answer, by route.',
+      labelNames: ['route'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    upstreamErrors: new Counter({ name: 'portico_upstream_errors_total', help: 'Upstream failures, by kind.', labelNames: ['kind'] as const, registers: [registry] }),
+    ratelimitDecisions: new Counter({ name: 'portico_ratelimit_decisions_total', help: 'Rate limiter decisions, by plan and decision.', labelNames: ['plan', 'decision'] as const, registers: [registry] }),
+    authFailures: new Counter({ name: 'portico_auth_failures_total', help: '/v1 calls without an active key.', registers: [registry] }),
+    redisUp: new Gauge({ name: 'portico_redis_up', help: '1 when Redis answers, 0 when it does not (absent in embedded mode).', registers: [registry] }),
+    redisCommandErrors: new Counter({ name: 'portico_redis_command_errors_total', help: 'Redis commands that failed or timed out.', registers: [registry] }),
+    tlsHandshakes: new Counter({ name: 'portico_tls_handshakes_total', help: 'TLS handshakes, by result.', labelNames: ['result'] as const, registers: [registry] }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

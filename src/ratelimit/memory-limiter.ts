@@ -1,0 +1,95 @@
+// One process's limiter: the embedded backend, and the fallback while Redis is unreachable.
+// Same steps as limiter-script.ts, in the same order; the decision is synchronous, so one
+// consume() cannot interleave with another and check-and-count stays atomic.
+import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
+import { bannedDecision, DAY_MS, isAllowed, MINUTE_MS, windowDecision, windowsAt, windowStart } from './windows.ts';
+
+interface Counters {
+  minuteStart: number;
+  minuteUsed: number;
+  dayStart: number;
+  dayUsed: number;
+  refusals: number;
+  refusalEndMs: number;
+  banEndMs: number;
+  /** nothing in here matters after this instant: the sweep may drop the entry */
+  expiresMs: number;
+}
+
+export class MemoryLimiter implements RateLimiter {
+  #counters = new Map<string, Counters>();
+  #nextSweepMs = 0;
+
+  async consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number): Promise<Decision> {
+    const now = nowMs ?? Date.now();
+    this.#sweep(now);
+    const c = this.#countersFor(subject, now);
+
+    // 1. A banned subject consumes nothing.
+    if (c.banEndMs > now) return bannedDecision(limit, c.banEndMs, now);
+
+    // 2. Both windows must have room; then both are counted.
+    const [minute, day] = windowsAt(limit, c.minuteUsed, c.dayUsed, now);
+    if (isAllowed(minute, day)) {
+      c.minuteUsed++;
+      c.dayUsed++;
+      c.expiresMs = Math.max(c.expiresMs, day.endMs);
+      return windowDecision(minute, day, now);
+    }
+
+    // 3. A refusal counts towards a ban; the refusal window opens at the first refusal.
+    if (c.refusalEndMs <= now) {
+      c.refusals = 0;
+      c.refusalEndMs = now + ban.windowSeconds * 1000;
+    }
+    c.refusals++;
+    if (c.refusals > ban.refusals) {
+      c.banEndMs = now + ban.banSeconds * 1000;
+      c.refusals = 0;
+      c.refusalEndMs = 0;
+      c.expiresMs = Math.max(c.expiresMs, c.banEndMs);
+      return bannedDecision(limit, c.banEndMs, now);
+    }
+    c.expiresMs = Math.max(c.expiresMs, c.refusalEndMs);
+    return windowDecision(minute, day, now);
+  }
+
+  async close(): Promise<void> {
+    this.#counters.clear();
+  }
+
+  get size(): number {
+    return this.#counters.size;
+  }
+
+  #countersFor(subject: string, now: number): Counters {
+    let c = this.#counters.get(subject);
+    if (!c) {
+      c = { minuteStart: 0, minuteUsed: 0, dayStart: 0, dayUsed: 0, refusals: 0, refusalEndMs: 0, banEndMs: 0, expiresMs: 0 };
+      this.#counters.set(subject, c);
+    }
+    // A new window starts from zero; the key names in Redis do the same by carrying the start.
+    const minuteStart = windowStart(now, MINUTE_MS);
+    if (c.minuteStart !== minuteStart) {
+      c.minuteStart = minuteStart;
+      c.minuteUsed = 0;
+    }
+    const dayStart = windowStart(now, DAY_MS);
+    if (c.dayStart !== dayStart) {
+      c.dayStart = dayStart;
+      c.dayUsed = 0;
+    }
+    return c;
+  }
+
+  // Once a minute (of the caller's clock) drop subjects whose day, refusals and ban are all over,
+  // so memory is bounded by the subjects seen in the last day, without a timer holding the process.
+  #sweep(now: number): void {
+    // An injected clock may jump backwards; sweep then too rather than wait for it to catch up.
+    if (now < this.#nextSweepMs && now >= this.#nextSweepMs - MINUTE_MS) return;
+    this.#nextSweepMs = now + MINUTE_MS;
+    for (const [subject, c] of this.#counters) {
+      if (c.expiresMs <= now) this.#counters.delete(subject);
+    }
+  }
+}

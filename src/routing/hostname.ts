@@ -1,0 +1,30 @@
+// hostname: what the client sent (SNI or Host), normalised — lowercase, no port, no trailing dot,
+// punycode (IDNA). '' when it cannot be a hostname.
+import { domainToASCII } from 'node:url';
+import net from 'node:net';
+
+const ASCII_HOSTNAME = /^[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$/;
+
+export function hostnameFromHost(host: string | undefined): string {
+  if (!host) return '';
+  if (host.startsWith('[')) {
+    const end = host.indexOf(']');
+    return end === -1 ? '' : host.slice(1, end).toLowerCase();
+  }
+  const colon = host.indexOf(':');
+  return normaliseHostname(colon === -1 ? host : host.slice(0, colon));
+}
+
+export function normaliseHostname(name: string): string {
+  let hostname = name.trim().toLowerCase();
+  if (hostname.endsWith('.')) hostname = hostname.slice(0, -1);
+  if (hostname === '' || hostname.length > 253) return '';
+  if (net.isIP(hostname)) return hostname;
+  if (ASCII_HOSTNAME.test(hostname)) return hostname;
+  const ascii = domainToASCII(hostname);
+  return ascii && ASCII_HOSTNAME.test(ascii) ? ascii : '';
+}
+
+export function isIpLiteral(name: string): boolean {
+  return net.isIP(name.startsWith('[') ? name.slice(1, -1) : name) !== 0;
+}

@@ -1,0 +1,166 @@
+// Embedded backend: every noun lives in memory and every change is appended to one durable log in
+// the data dir (see append-log.ts) before the caller hears back. One process owns the data dir
+// (a lock file with its pid); kill -9 loses nothing that was acknowledged.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { AppendLog } from './append-log.ts';
+import type { Account, ApiKey, Category, Environment, Stores } from './types.ts';
+
+type LogRecord =
+  | { op: 'put'; t: string; k: string; v: unknown }
+  | { op: 'del'; t: string; k: string }
+  | { op: 'seq'; n: string; v: number };
+
+const COMPACT_MIN_RECORDS = 10_000;
+
+/** Tables of JSON values keyed by string, plus monotonic sequences, all made durable by one log. */
+export class Tables {
+  private readonly tables = new Map<string, Map<string, unknown>>();
+  private readonly sequences = new Map<string, number>();
+  private log!: AppendLog;
+
+  static async open(file: string): Promise<Tables> {
+    const tables = new Tables();
+    tables.log = await AppendLog.open(file, (record) => tables.apply(record as LogRecord));
+    return tables;
+  }
+
+  table<T>(name: string): Map<string, T> {
+    let table = this.tables.get(name);
+    if (!table) this.tables.set(name, (table = new Map()));
+    return table as Map<string, T>;
+  }
+
+  put(t: string, k: string, v: unknown): Promise<void> {
+    this.table(t).set(k, v);
+    return this.write({ op: 'put', t, k, v });
+  }
+
+  /** Next value of a sequence, taken synchronously so concurrent callers never share one. */
+  next(n: string): { value: number; durable: Promise<void> } {
+    const value = (this.sequences.get(n) ?? 0) + 1;
+    this.sequences.set(n, value);
+    return { value, durable: this.write({ op: 'seq', n, v: value }) };
+  }
+
+  close(): Promise<void> {
+    return this.log.close();
+  }
+
+  private write(record: LogRecord): Promise<void> {
+    const written = this.log.append(record);
+    const live = [...this.tables.values()].reduce((sum, t) => sum + t.size, 0) + this.sequences.size;
+    if (this.log.records > COMPACT_MIN_RECORDS && this.log.records > 4 * live) {
+      this.log.requestCompaction(() => this.snapshot());
+    }
+    return written;
+  }
+
+  private snapshot(): LogRecord[] {
+    const records: LogRecord[] = [];
+    for (const [n, v] of this.sequences) records.push({ op: 'seq', n, v });
+    for (const [t, table] of this.tables) for (const [k, v] of table) records.push({ op: 'put', t, k, v });
+    return records;
+  }
+
+  private apply(record: LogRecord): void {
+    if (record.op === 'put') this.table(record.t).set(record.k, record.v);
+    else if (record.op === 'del') this.table(record.t).delete(record.k);
+    else if (record.op === 'seq') this.sequences.set(record.n, Math.max(record.v, this.sequences.get(record.n) ?? 0));
+  }
+}
+
+export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
+  mkdirSync(dataDir, { recursive: true });
+  const releaseLock = lockDataDir(dataDir);
+  let tables: Tables;
+  try {
+    tables = await Tables.open(path.join(dataDir, 'state.log'));
+  } catch (err) {
+    releaseLock();
+    throw err;
+  }
+  const accounts = tables.table<Account>('accounts');
+  const keys = tables.table<ApiKey>('keys');
+  const keysByHash = new Map<string, string>();
+  for (const key of keys.values()) keysByHash.set(key.hash, key.id);
+  const categories = (environment: Environment) => tables.table<Category>(`categories:${environment}`);
+
+  return {
+    accounts: {
+      create: (account) => tables.put('accounts', account.id, account),
+      get: async (id) => accounts.get(id) ?? null,
+      update: async (account) => {
+        if (!accounts.has(account.id)) return null;
+        await tables.put('accounts', account.id, account);
+        return account;
+      },
+    },
+    keys: {
+      create: (key) => {
+        keysByHash.set(key.hash, key.id);
+        return tables.put('keys', key.id, key);
+      },
+      get: async (id) => keys.get(id) ?? null,
+      findByHash: async (hash) => {
+        const id = keysByHash.get(hash);
+        return id === undefined ? null : (keys.get(id) ?? null);
+      },
+      revoke: async (id, at) => {
+        const key = keys.get(id);
+        if (!key) return null;
+        if (key.revokedAt) return key;
+        const revoked = { ...key, revokedAt: at };
+        await tables.put('keys', id, revoked);
+        return revoked;
+      },
+    },
+    categories: {
+      list: async (environment) => [...categories(environment).values()].sort((a, b) => a.id - b.id),
+      get: async (environment, id) => categories(environment).get(String(id)) ?? null,
+      create: async (environment, fields, cap) => {
+        const table = categories(environment);
+        if (table.size >= cap) return 'full';
+        const { value: id, durable } = tables.next(`category:${environment}`);
+        const category: Category = { id, ...fields };
+        await Promise.all([durable, tables.put(`categories:${environment}`, String(id), category)]);
+        return category;
+      },
+    },
+    health: async () => 'ok',
+    close: async () => {
+      await tables.close();
+      releaseLock();
+    },
+  };
+}
+
+/** One process owns the data dir. A lock left by a dead process (kill -9) is taken over. */
+function lockDataDir(dataDir: string): () => void {
+  const file = path.join(dataDir, 'portico.lock');
+  try {
+    const holder = Number(readFileSync(file, 'utf8'));
+    if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder)) {
+      throw Object.assign(new Error(`${dataDir} is in use by process ${holder}; one process owns the embedded state (set PORTICO_REDIS_URL to run many)`), { code: 'DATA_DIR_LOCKED' });
+    }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  writeFileSync(file, String(process.pid));
+  return () => {
+    try {
+      if (Number(readFileSync(file, 'utf8')) === process.pid) writeFileSync(file, '');
+    } catch {
+      // the lock file is advisory; a missing one is fine
+    }
+  };
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

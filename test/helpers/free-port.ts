@@ -1,0 +1,14 @@
+import net from 'node:net';
+
+/** A TCP port on 127.0.0.1 that was free a moment ago (for peers that cannot listen on port 0). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
