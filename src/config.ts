@@ -180,10 +180,10 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
   if ((config.platform.certFile === null) !== (config.platform.keyFile === null)) {
     problems.push('platform.certFile and platform.keyFile (PORTICO_PLATFORM_CERT_FILE / _KEY_FILE) go together');
   }
-  const ports = [['http.port', config.http.port], ['https.port', config.https.port], ['admin.port', config.admin.port]] as const;
+  const ports: Array<[string, number | null]> = [['http.port', config.http.port], ['https.port', config.https.port], ['admin.port', config.admin.port], ['metrics.port', config.metrics.port]];
   for (let i = 0; i < ports.length; i++) {
     for (let j = i + 1; j < ports.length; j++) {
-      if (ports[i][1] !== 0 && ports[i][1] === ports[j][1]) problems.push(`${ports[i][0]} and ${ports[j][0]} are both ${ports[i][1]}`);
+      if (ports[i][1] && ports[i][1] === ports[j][1]) problems.push(`${ports[i][0]} and ${ports[j][0]} are both ${ports[i][1]}`);
     }
   }
   read.unknownKeys();
@@ -193,12 +193,16 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
 
 /** `10.0.0.0/8`, `::1/128` or a bare address → [address, prefix, family] */
 export function parseCidr(text: string): [string, number, 'ipv4' | 'ipv6'] | null {
-  const [address, prefixText] = text.split('/');
+  const parts = text.split('/');
+  if (parts.length > 2) return null;
+  const [address, prefixText] = parts;
   const family = net.isIP(address);
   if (family === 0) return null;
   const max = family === 4 ? 32 : 128;
+  // '10.0.0.1/' must not read as /0: that would trust every address
+  if (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) return null;
   const prefix = prefixText === undefined ? max : Number(prefixText);
-  if (!Number.isInteger(prefix) || prefix < 0 || prefix > max) return null;
+  if (prefix > max) return null;
   return [address, prefix, family === 4 ? 'ipv4' : 'ipv6'];
 }
 
@@ -361,7 +365,10 @@ class Reader {
   }
 
   limit(at: string, fallback: Limit): Limit {
-    this.get(at);
+    // only the two children are marked as read, so a typo beside them is reported as unknown
+    let node: unknown = this.tree;
+    for (const part of at.split('.')) node = isObject(node) ? node[part] : undefined;
+    if (node !== undefined && node !== null && !isObject(node)) this.fail(at, `must be a mapping {perMinute, perDay}, got ${JSON.stringify(node)}`);
     return { perMinute: this.int(`${at}.perMinute`, fallback.perMinute, 1), perDay: this.int(`${at}.perDay`, fallback.perDay, 1) };
   }
 

@@ -40,7 +40,7 @@ export function acceptProxyProtocol(
   });
   // http, https and http2 (allowHTTP1) servers start the timer that enforces headersTimeout and
   // requestTimeout on 'listening'; the inner server never listens, so pass the event on.
-  if (inner instanceof net.Server) void 0;
+  if (inner instanceof net.Server) outer.on('listening', () => inner.emit('listening'));
   return outer;
 }
 
@@ -53,7 +53,7 @@ export function proxiedAddress(socket: net.Socket | object): ProxySource | undef
 
 function readHeader(socket: net.Socket, timeoutMs: number, sink: ConnectionSink): void {
   let received = Buffer.alloc(0);
-  const timer = setTimeout(() => socket.destroy(), timeoutMs);
+  const timer = setTimeout(() => {}, timeoutMs);
   const stop = () => {
     clearTimeout(timer);
     socket.off('readable', onReadable).off('error', onError).off('close', stop);

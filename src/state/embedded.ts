@@ -1,7 +1,8 @@
 // Embedded backend: every noun lives in memory and every change is appended to one durable log in
 // the data dir (see append-log.ts) before the caller hears back. One process owns the data dir
 // (a lock file with its pid); kill -9 loses nothing that was acknowledged.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { AppendLog } from './append-log.ts';
 import type { Account, ApiKey, Category, Environment, Stores } from './types.ts';
@@ -135,23 +136,36 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
   };
 }
 
+// Locks this process holds, by token. A lock file naming our own pid but a token we do not hold was
+// left by an earlier process that had the same pid (a container's pid 1 after kill -9): stale.
+const heldLocks = new Set<string>();
+
 /** One process owns the data dir. A lock left by a dead process (kill -9) is taken over. */
 function lockDataDir(dataDir: string): () => void {
   const file = path.join(dataDir, 'portico.lock');
-  try {
-    const holder = Number(readFileSync(file, 'utf8'));
-    if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isAlive(holder)) {
-      throw Object.assign(new Error(`${dataDir} is in use by process ${holder}; one process owns the embedded state (set PORTICO_REDIS_URL to run many)`), { code: 'DATA_DIR_LOCKED' });
-    }
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  writeFileSync(file, String(process.pid));
-  return () => {
+  const token = `${process.pid} ${randomBytes(8).toString('hex')}`;
+  for (let attempt = 0; ; attempt++) {
     try {
-      if (Number(readFileSync(file, 'utf8')) === process.pid) writeFileSync(file, '');
+      writeFileSync(file, token, { flag: 'wx' }); // atomic: exactly one opener creates it
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw err;
+    }
+    const holder = readFileSync(file, 'utf8');
+    const pid = Number(holder.split(' ')[0]);
+    const live = heldLocks.has(holder) || (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid));
+    if (live) {
+      throw Object.assign(new Error(`${dataDir} is in use by process ${pid}; one process owns the embedded state (set PORTICO_REDIS_URL to run many)`), { code: 'DATA_DIR_LOCKED' });
+    }
+    rmSync(file, { force: true });
+  }
+  heldLocks.add(token);
+  return () => {
+    heldLocks.delete(token);
+    try {
+      if (readFileSync(file, 'utf8') === token) rmSync(file, { force: true });
     } catch {
-      // the lock file is advisory; a missing one is fine
+      // already gone: nothing to release
     }
   };
 }

@@ -18,6 +18,17 @@ local id = redis.call('INCR', KEYS[2])
 redis.call('HSET', KEYS[1], id, '{"id":' .. id .. ',' .. string.sub(ARGV[2], 2))
 return id`;
 
+// Revocation is first-writer-wins, so every caller learns the one revokedAt that is stored.
+const REVOKE_KEY = `
+local text = redis.call('GET', KEYS[1])
+if not text then return false end
+local key = cjson.decode(text)
+if key['revokedAt'] then return text end
+key['revokedAt'] = ARGV[1]
+text = cjson.encode(key)
+redis.call('SET', KEYS[1], text)
+return text`;
+
 interface Cached<T> {
   value: T;
   at: number;
@@ -48,6 +59,11 @@ export function connectRedis(url: string, commandTimeoutMs: number): RedisConnec
 
 export async function openRedisStores({ client, subscriber }: RedisConnections, now: () => number = Date.now): Promise<Stores> {
   client.defineCommand('porticoCreateCategory', { numberOfKeys: 2, lua: CREATE_CATEGORY });
+  client.defineCommand('porticoRevokeKey', { numberOfKeys: 1, lua: REVOKE_KEY });
+  const scripts = client as unknown as {
+    porticoCreateCategory(...args: unknown[]): Promise<number>;
+    porticoRevokeKey(key: string, at: string): Promise<string | null>;
+  };
   const keyCache = new Map<string, Cached<ApiKey | null>>();
   const categoryLists = new Map<Environment, Cached<Category[]>>();
 
@@ -129,13 +145,11 @@ export async function openRedisStores({ client, subscriber }: RedisConnections, 
         }
       },
       revoke: async (id, at) => {
-        const key = await readJson<ApiKey>(`portico:key:${id}`);
-        if (!key) return null;
-        if (key.revokedAt) return key;
-        const revoked = { ...key, revokedAt: at };
-        await call(() => client.set(`portico:key:${id}`, JSON.stringify(revoked)));
-        keyCache.delete(key.hash);
-        await call(() => client.publish(CHANNEL, `key:${key.hash}`));
+        const text = await call(() => scripts.porticoRevokeKey(`portico:key:${id}`, at));
+        if (!text) return null;
+        const revoked = JSON.parse(text) as ApiKey;
+        keyCache.delete(revoked.hash);
+        await call(() => client.publish(CHANNEL, `key:${revoked.hash}`));
         return revoked;
       },
     },
@@ -153,7 +167,7 @@ export async function openRedisStores({ client, subscriber }: RedisConnections, 
       },
       create: async (environment, fields, cap) => {
         const id = await call(() =>
-          (client as unknown as { porticoCreateCategory(...args: unknown[]): Promise<number> }).porticoCreateCategory(
+          scripts.porticoCreateCategory(
             `portico:categories:${environment}`,
             `portico:categories:${environment}:seq`,
             cap,
