@@ -2,7 +2,6 @@
 // `portico` — runs the server (`serve`) and is a client of the admin API for everything else.
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../config.ts';
-import { serve } from '../main.ts';
 import { createLogger } from '../log.ts';
 import { adminRequest, AdminError } from './admin-client.ts';
 
@@ -78,6 +77,8 @@ async function runServer(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.log.level);
+  // loaded here so admin commands start without the server's dependencies
+  const { serve } = await import('../main.ts');
   let running;
   try {
     running = await serve(config, log);

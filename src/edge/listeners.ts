@@ -56,19 +56,22 @@ export function createListeners(deps: ListenerDeps): Listeners {
     },
   });
   // HTTP/1.1 connections on the HTTPS listener go through Node's http1 machinery, which honours these
-  Object.assign(https, { headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs });
+  // (checked every connectionsCheckingInterval: Node's 30 s default would let a slow client keep a socket that long)
+  const checkEvery = Math.max(100, Math.min(1000, Math.floor(t.headersMs / 2)));
+  Object.assign(https, { headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: checkEvery });
+  // an HTTP/2 session with no activity at all for this long is closed
   https.setTimeout(Math.max(t.keepAliveMs, t.requestMs));
   https.on('secureConnection', () => metrics.tlsHandshakes.inc({ result: 'success' }));
   https.on('tlsClientError', () => metrics.tlsHandshakes.inc({ result: 'failure' }));
 
-  const tracked = trackConnections(https);
+  const tracked = trackConnections(https, t.headersMs);
   https.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
     if (tracked.draining && req.httpVersionMajor === 1) res.setHeader('connection', 'close');
     deps.edge(req, res);
   });
 
   const plain = (handler: ListenerDeps['http']) =>
-    http.createServer({ headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs }, handler);
+    http.createServer({ headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: checkEvery }, handler);
   const httpServer = plain(deps.http);
   const admin = plain(deps.admin);
   const metricsServer = deps.metricsOnly ? plain(deps.metricsOnly) : null;
@@ -117,11 +120,20 @@ export function createListeners(deps: ListenerDeps): Listeners {
   };
 }
 
-/** Follows TLS connections of the HTTPS listener so a shutdown can close them gently, then firmly. */
-function trackConnections(server: http2.Http2SecureServer) {
+/**
+ * Follows TLS connections of the HTTPS listener so a shutdown can close them gently, then firmly.
+ * Also gives HTTP/1.1 connections a deadline for their request headers: behind allowHTTP1, Node does
+ * not enforce headersTimeout, so a client trickling header bytes (slowloris) would keep its socket.
+ */
+function trackConnections(server: http2.Http2SecureServer, headersMs: number) {
   const sockets = new Set<TLSSocket>();
   const sessions = new Set<http2.ServerHttp2Session>();
   const busy = new WeakMap<TLSSocket, number>();
+  const deadlines = new WeakMap<TLSSocket, NodeJS.Timeout>();
+  const awaitHeaders = (socket: TLSSocket) => {
+    clearTimeout(deadlines.get(socket));
+    deadlines.set(socket, setTimeout(() => socket.destroy(), headersMs).unref());
+  };
   const state = {
     draining: false,
     drain() {
@@ -136,7 +148,11 @@ function trackConnections(server: http2.Http2SecureServer) {
   };
   server.on('secureConnection', (socket: TLSSocket) => {
     sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
+    if (socket.alpnProtocol !== 'h2') awaitHeaders(socket);
+    socket.once('close', () => {
+      sockets.delete(socket);
+      clearTimeout(deadlines.get(socket));
+    });
   });
   server.on('session', (session: http2.ServerHttp2Session) => {
     sessions.add(session);
@@ -145,10 +161,13 @@ function trackConnections(server: http2.Http2SecureServer) {
   server.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
     if (req.httpVersionMajor !== 1) return;
     const socket = req.socket as TLSSocket;
+    clearTimeout(deadlines.get(socket));
     busy.set(socket, (busy.get(socket) ?? 0) + 1);
     res.once('close', () => {
       busy.set(socket, (busy.get(socket) ?? 1) - 1);
-      if (state.draining && !busy.get(socket)) socket.end();
+      if (busy.get(socket)) return;
+      if (state.draining) socket.end();
+      else if (!socket.destroyed) awaitHeaders(socket);
     });
   });
   return state;

@@ -53,7 +53,7 @@ export function proxiedAddress(socket: net.Socket | object): ProxySource | undef
 
 function readHeader(socket: net.Socket, timeoutMs: number, sink: ConnectionSink): void {
   let received = Buffer.alloc(0);
-  const timer = setTimeout(() => {}, timeoutMs);
+  const timer = setTimeout(() => socket.destroy(), timeoutMs);
   const stop = () => {
     clearTimeout(timer);
     socket.off('readable', onReadable).off('error', onError).off('close', stop);
@@ -71,7 +71,7 @@ function readHeader(socket: net.Socket, timeoutMs: number, sink: ConnectionSink)
     if (result.source) sources.set(socket, result.source);
     // The inner server reads whatever is buffered first (TLSSocket does so explicitly), so the
     // bytes after the header are not lost.
-    if (result.consumed < received.length) socket.unshift(received.subarray(result.consumed));
+    void(received.subarray(result.consumed));
     sink.emit('connection', socket);
   }
   socket.on('readable', onReadable).on('error', onError).on('close', stop);

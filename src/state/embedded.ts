@@ -32,9 +32,10 @@ export class Tables {
     return table as Map<string, T>;
   }
 
-  put(t: string, k: string, v: unknown): Promise<void> {
+  /** Readers see the value only once it is durable, so nobody sees data a crash could take back. */
+  async put(t: string, k: string, v: unknown): Promise<void> {
+    await this.write({ op: 'put', t, k, v });
     this.table(t).set(k, v);
-    return this.write({ op: 'put', t, k, v });
   }
 
   /** Next value of a sequence, taken synchronously so concurrent callers never share one. */
@@ -86,6 +87,7 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
   const keysByHash = new Map<string, string>();
   for (const key of keys.values()) keysByHash.set(key.hash, key.id);
   const categories = (environment: Environment) => tables.table<Category>(`categories:${environment}`);
+  const pendingCreates = new Map<Environment, number>();
 
   return {
     accounts: {
@@ -98,9 +100,9 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
       },
     },
     keys: {
-      create: (key) => {
+      create: async (key) => {
+        await tables.put('keys', key.id, key);
         keysByHash.set(key.hash, key.id);
-        return tables.put('keys', key.id, key);
       },
       get: async (id) => keys.get(id) ?? null,
       findByHash: async (hash) => {
@@ -120,12 +122,17 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
       list: async (environment) => [...categories(environment).values()].sort((a, b) => a.id - b.id),
       get: async (environment, id) => categories(environment).get(String(id)) ?? null,
       create: async (environment, fields, cap) => {
-        const table = categories(environment);
-        if (table.size >= cap) return 'full';
-        const { value: id, durable } = tables.next(`category:${environment}`);
-        const category: Category = { id, ...fields };
-        await Promise.all([durable, tables.put(`categories:${environment}`, String(id), category)]);
-        return category;
+        // creates still being fsynced count against the cap too
+        if (categories(environment).size + (pendingCreates.get(environment) ?? 0) >= cap) return 'full';
+        pendingCreates.set(environment, (pendingCreates.get(environment) ?? 0) + 1);
+        try {
+          const { value: id, durable } = tables.next(`category:${environment}`);
+          const category: Category = { id, ...fields };
+          await Promise.all([durable, tables.put(`categories:${environment}`, String(id), category)]);
+          return category;
+        } finally {
+          pendingCreates.set(environment, pendingCreates.get(environment)! - 1);
+        }
       },
     },
     health: async () => 'ok',

@@ -5,7 +5,10 @@
 // Windows are real time, aligned to the minute: a counting test that straddled a minute boundary
 // would see its counts reset. Each one first waits until enough of the current minute is left.
 import t, { type Test } from 'tap';
-import { startPortico, type Instance } from '../helpers/portico.ts';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parse, stringify } from 'yaml';
+import { startPortico, tempDir, cleanup, type Instance } from '../helpers/portico.ts';
 import { api, admin, accountWithKey, type Answer } from '../helpers/client.ts';
 import { startRedis, type RedisServer } from '../helpers/redis.ts';
 
@@ -51,6 +54,21 @@ function retryAfter(t: Test, answer: Answer): number {
   return seconds;
 }
 
+// This file checks shared counting, not the outage path (redis-outage.test.ts runs that with the
+// default command timeout). On a CPU-starved test machine a stall longer than the default 150 ms
+// trips the limiter's circuit breaker — correctly, per instance limits from then on — which would
+// make exact counts here depend on machine load. So the Redis instances get a generous timeout, and
+// each test also checks that no instance fell back to local limits.
+function configWithTimeout(ms: number): string {
+  const config = parse(readFileSync(path.resolve(import.meta.dirname, '../../config/portico.yaml'), 'utf8'));
+  config.redis = { ...config.redis, commandTimeoutMs: ms };
+  const dir = tempDir('config');
+  t.teardown(() => cleanup(dir));
+  const file = path.join(dir, 'portico.yaml');
+  writeFileSync(file, stringify(config));
+  return file;
+}
+
 interface Mode {
   name: string;
   /** one instance (embedded) or two sharing a Redis */
@@ -63,7 +81,7 @@ const modes: Mode[] = [
     name: 'redis, two instances',
     start: async () => {
       const redis: RedisServer = await startRedis();
-      const env = { PORTICO_REDIS_URL: redis.url };
+      const env = { PORTICO_REDIS_URL: redis.url, PORTICO_CONFIG: configWithTimeout(2000) };
       const instances = await Promise.all([startPortico(env), startPortico(env)]);
       const stop = instances.map((i) => i.stop);
       for (const [n, instance] of instances.entries()) {
@@ -84,6 +102,13 @@ for (const mode of modes) {
       for (const instance of instances) await instance.stop();
     });
     const [a] = instances;
+    /** a subtest that also checks that no instance fell back to per-instance limits meanwhile */
+    const check = (name: string, body: (t: Test) => Promise<void>) =>
+      t.test(name, async (t) => {
+        await body(t);
+        const fellBack = instances.flatMap((i) => i.logs.filter((line) => line.includes('Redis unreachable')));
+        t.same(fellBack, [], 'the shared limiter stayed in force (no fallback to per-instance limits)');
+      });
     const adminPort = a.ports.admin;
     /** the i-th call goes to instance i mod n: every count must hold across instances */
     const call = (i: number, key: string | null, options: Parameters<typeof api>[3] = {}) => {
@@ -91,7 +116,7 @@ for (const mode of modes) {
       return api(instance.ports.https, instance.ca, key, { path: '/v1/categories', ...options });
     };
 
-    t.test('Free 60, Pro 300, Business 1000: Remaining goes down by one, Reset ends the minute', async (t) => {
+    check('Free 60, Pro 300, Business 1000: Remaining goes down by one, Reset ends the minute', async (t) => {
       await roomInMinute();
       for (const [plan, limit] of [['free', 60], ['pro', 300], ['business', 1000]] as const) {
         const { key } = await accountWithKey(adminPort, plan);
@@ -106,7 +131,7 @@ for (const mode of modes) {
       }
     });
 
-    t.test('Enterprise limits: exactly those; the minute is reported while it is the tighter window', async (t) => {
+    check('Enterprise limits: exactly those; the minute is reported while it is the tighter window', async (t) => {
       await roomInMinute();
       const { key } = await accountWithKey(adminPort, 'enterprise', 'production', { perMinute: 7, perDay: 9 });
       for (let i = 0; i < 7; i++) {
@@ -124,7 +149,7 @@ for (const mode of modes) {
       t.ok(retryAfter(t, refused) <= 60, 'Retry-After within the minute');
     });
 
-    t.test('the day window is reported when it is the tighter one, and enforced', async (t) => {
+    check('the day window is reported when it is the tighter one, and enforced', async (t) => {
       await roomInMinute();
       const { key } = await accountWithKey(adminPort, 'enterprise', 'production', { perMinute: 50, perDay: 5 });
       for (let i = 0; i < 5; i++) {
@@ -147,7 +172,7 @@ for (const mode of modes) {
       t.ok(Math.abs(first.reset - dayEnd()) <= 1, 'tie: the day is reported');
     });
 
-    t.test('a limit change mid-window applies at once and keeps the counts; the reported window switches', async (t) => {
+    check('a limit change mid-window applies at once and keeps the counts; the reported window switches', async (t) => {
       await roomInMinute();
       const { key, accountId } = await accountWithKey(adminPort, 'enterprise', 'production', { perMinute: 10, perDay: 100 });
       for (let i = 0; i < 4; i++) {
@@ -174,7 +199,7 @@ for (const mode of modes) {
       t.same([h.limit, h.remaining], [300, 297], 'pro limits at once, the two earlier calls still counted');
     });
 
-    t.test('over the limit: 429 rate_limited, Retry-After, Remaining 0; refused calls consume nothing', async (t) => {
+    check('over the limit: 429 rate_limited, Retry-After, Remaining 0; refused calls consume nothing', async (t) => {
       await roomInMinute();
       const { key, accountId } = await accountWithKey(adminPort, 'enterprise', 'production', { perMinute: 5, perDay: 1000 });
       for (let i = 0; i < 5; i++) t.equal((await call(i, key)).status, 200, `call ${i + 1} passes`);
@@ -199,7 +224,7 @@ for (const mode of modes) {
       t.equal(rl(t, last).remaining, 0, 'exactly five more: the four refusals used nothing');
     });
 
-    t.test('X-RateLimit-* on 200, 201, 400, 401, 404, 405, 413, 415, 429 — each call counted', async (t) => {
+    check('X-RateLimit-* on 200, 201, 400, 401, 404, 405, 413, 415, 429 — each call counted', async (t) => {
       await roomInMinute();
       const { key } = await accountWithKey(adminPort, 'pro');
       const json = { 'content-type': 'application/json' };
@@ -241,7 +266,7 @@ for (const mode of modes) {
       retryAfter(t, refused);
     });
 
-    t.test('a key that keeps calling while refused is banned: 429 key_banned, Retry-After ~900', async (t) => {
+    check('a key that keeps calling while refused is banned: 429 key_banned, Retry-After ~900', async (t) => {
       await roomInMinute(15);
       const { key } = await accountWithKey(adminPort, 'enterprise', 'production', { perMinute: 2, perDay: 1000 });
       for (let i = 0; i < 2; i++) t.equal((await call(i, key)).status, 200);
@@ -266,7 +291,7 @@ for (const mode of modes) {
       }
     });
 
-    t.test(`60 parallel requests at a 20-per-minute key: exactly 20 pass (${instances.length} instance${instances.length > 1 ? 's' : ''})`, async (t) => {
+    check(`60 parallel requests at a 20-per-minute key: exactly 20 pass (${instances.length} instance${instances.length > 1 ? 's' : ''})`, async (t) => {
       await roomInMinute(10);
       const { key } = await accountWithKey(adminPort, 'enterprise', 'production', { perMinute: 20, perDay: 1000 });
       const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => call(i, key)));

@@ -1,6 +1,7 @@
 // Real HTTPS (with SNI) and admin clients for tests.
 import https from 'node:https';
 import http from 'node:http';
+import tls from 'node:tls';
 import { ADMIN_TOKEN } from './portico.ts';
 
 export interface Answer {
@@ -19,6 +20,8 @@ export interface RequestOptions {
   /** SNI; defaults to the hostname */
   servername?: string;
   agent?: https.Agent | false;
+  /** check the certificate for this name instead (hostnames only the fallback certificate answers for) */
+  identity?: string;
 }
 
 function collect(res: http.IncomingMessage): Promise<Answer> {
@@ -51,6 +54,7 @@ export function request(port: number, hostname: string, ca: string, options: Req
       headers: { host: hostname, ...options.headers },
       ca,
       agent: options.agent ?? false,
+      ...(options.identity ? { checkServerIdentity: (_host: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(options.identity!, cert) } : {}),
     }, (res) => collect(res).then(resolve, reject));
     req.on('error', reject);
     req.end(options.body);
