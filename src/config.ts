@@ -20,7 +20,7 @@ export interface Config {
   redis: { url: string | null; commandTimeoutMs: number };
   platform: { domain: string; certFile: string | null; keyFile: string | null; cnameTarget: string };
   dns: { servers: string[] };
-  acme: { directory: string; email: string | null };
+  acme: { directory: string; email: string | null; caaIdentities: string[] };
   api: {
     hosts: string[];
     stagingHosts: string[];
@@ -129,6 +129,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
     acme: {
       directory: read.optionalUrl('acme.directory', ['https:', 'http:']) ?? 'https://acme-staging-v02.api.letsencrypt.org/directory',
       email: read.optionalString('acme.email'),
+      caaIdentities: read.list('acme.caaIdentities', ['letsencrypt.org']).map((s) => s.toLowerCase()),
     },
     api: {
       hosts: read.list('api.hosts', ['api.localhost', 'localhost', '127.0.0.1']).map((h) => h.toLowerCase()),

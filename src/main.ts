@@ -18,7 +18,11 @@ import { createForwarder } from './proxy/forward.ts';
 import { createApi } from './api/v1.ts';
 import { openapiDocument } from './api/openapi.ts';
 import { createRouteTable } from './routing/route.ts';
-import { createEdgeHandler } from './edge/pipeline.ts';
+import { followChanges, loadRoutes } from './routing/sync.ts';
+import { createDomainRegistry } from './domains/registry.ts';
+import { systemResolver } from './domains/verifier.ts';
+import { createProjectProxy } from './proxy/project-proxy.ts';
+import { createEdgeHandler, createUpgradeHandler } from './edge/pipeline.ts';
 import { createHttpHandler } from './edge/http-listener.ts';
 import { createListeners, type Listeners } from './edge/listeners.ts';
 import { createTrust } from './edge/client-ip.ts';
@@ -48,13 +52,16 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
         metrics.redisUp.set(up ? 1 : 0);
         log.warn({ redis: up ? 'up' : 'down' }, up ? 'Redis is back; shared limits in force again' : 'Redis unreachable; serving from this instance');
       },
-      onCommandError: () => metrics.redisCommandErrors.inc(),
+      onCommandError: () => {
+        connections.health.failedAt = Date.now();
+        metrics.redisCommandErrors.inc();
+      },
     });
     limiter = failover;
     metrics.redisUp.set(connections.client.status === 'ready' ? 1 : 0);
     connections.client.on('ready', () => metrics.redisUp.set(1));
     connections.client.on('close', () => metrics.redisUp.set(0));
-    redisState = () => (connections.client.status === 'ready' && failover.redisUp ? 'ok' : config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down');
+    redisState = () => (connections.client.status === 'ready' ? 'ok' : config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down');
     log.info({ redis: redactUrl(config.redis.url) }, 'state in Redis (shared)');
   } else {
     stores = await openEmbeddedStores(config.dataDir);
@@ -81,18 +88,26 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     onDecision: (plan, decision) => metrics.ratelimitDecisions.inc({ plan, decision: decision === 'ok' ? 'allowed' : decision }),
   });
   const trust = createTrust(config.trustedProxies);
+  const routes = createRouteTable(config.api.hosts, config.api.stagingHosts, config.platform.domain);
+  await loadRoutes(stores, routes);
+  followChanges(stores, routes, log);
+  metrics.countDomainsWith(() => stores.domains.countByStatus());
+  const domains = createDomainRegistry({ config, stores, resolver: systemResolver(config.dns.servers) });
+  const proxy = createProjectProxy(forwarder, { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) });
+  const edgeDeps = { routes, proxy, publicHttpsPort: config.https.publicPort, api, metrics, log, trust };
   const readiness = async (): Promise<{ status: number; body: Record<string, string> }> => {
     const state = redisState();
     if (state === 'embedded') return { status: 200, body: { status: 'ok', state: 'embedded' } };
     const redis = state === 'ok' && (await stores.health()) === 'down' ? (config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down') : state;
     return { status: redis === 'down' ? 503 : 200, body: { status: redis === 'down' ? 'unavailable' : 'ok', redis } };
   };
-  const adminDeps = { config, adminToken, stores, metrics, log, readiness };
+  const adminDeps = { config, adminToken, stores, domains, metrics, log, readiness };
   const listeners = createListeners({
     config,
     fallback,
     secureContext: async () => null,
-    edge: createEdgeHandler({ routes: createRouteTable(config.api.hosts, config.api.stagingHosts), api, metrics, log, trust }),
+    edge: createEdgeHandler(edgeDeps),
+    upgrade: createUpgradeHandler(edgeDeps),
     http: createHttpHandler({ publicHttpsPort: config.https.publicPort, challenge: async () => null, metrics }),
     admin: createAdminHandler(adminDeps),
     metricsOnly: config.metrics.port === null ? null : createAdminHandler(adminDeps, { metricsOnly: true }),
@@ -117,6 +132,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     stop: () =>
       (stopping ??= (async () => {
         await listeners.close(config.timeouts.shutdownMs);
+        await proxy.close();
         await forwarder.close();
         await limiter.close();
         await stores.close();

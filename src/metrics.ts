@@ -7,8 +7,24 @@ export type RouteLabel = 'api' | 'project' | 'redirect' | 'acme' | 'unknown' | '
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  let countDomains: (() => Promise<Record<string, number>>) | null = null;
   return {
     registry,
+    /** portico_domains is counted from the store when scraped */
+    countDomainsWith(count: () => Promise<Record<string, number>>) {
+      countDomains = count;
+    },
+    domains: new Gauge({
+      name: 'portico_domains',
+      help: 'Custom domains, by status.',
+      labelNames: ['status'] as const,
+      registers: [registry],
+      async collect() {
+        if (!countDomains) return;
+        const counts = await countDomains().catch(() => null);
+        if (counts) for (const [status, n] of Object.entries(counts)) this.set({ status }, n);
+      },
+    }),
     httpRequests: new Counter({ name: 'portico_http_requests_total', help: 'Requests answered, by route, method and status.', labelNames: ['route', 'method', 'status'] as const, registers: [registry] }),
     httpDuration: new Histogram({
       name: 'portico_http_request_duration_seconds',

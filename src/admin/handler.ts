@@ -8,12 +8,15 @@ import type { Metrics } from '../metrics.ts';
 import type { Stores } from '../state/types.ts';
 import { readJsonObject } from '../api/body.ts';
 import { fail } from '../edge/pipeline.ts';
-import { accountView, createAccount, createKey, revokeKey, updateAccount } from './accounts.ts';
+import { accountView, createAccount, createKey, onlyKeys, revokeKey, updateAccount } from './accounts.ts';
+import { createProject, getProject, projectDetail, projectView, updateProject } from './projects.ts';
+import { domainView, type DomainRegistry } from '../domains/registry.ts';
 
 export interface AdminDeps {
   config: Config;
   adminToken: string;
   stores: Stores;
+  domains: DomainRegistry;
   metrics: Metrics;
   log: Logger;
   /** 'embedded' | 'ok' | 'degraded' | 'down', as /readyz reports it */
@@ -26,7 +29,8 @@ type AdminOperation = (req: IncomingMessage, params: Params) => Promise<{ status
 const MAX_ADMIN_BODY = 64 * 1024;
 
 export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boolean } = {}): (req: IncomingMessage, res: ServerResponse) => void {
-  const { config, stores, metrics, log } = deps;
+  const { config, stores, metrics, log, domains } = deps;
+  const project = (id: string) => getProject(id, stores);
   const expected = createHash('sha256').update(deps.adminToken).digest();
   const body = (req: IncomingMessage, optional = false) => readJsonObject(req, MAX_ADMIN_BODY, { optional });
 
@@ -41,6 +45,45 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
     ['POST', /^\/admin\/keys$/, async (req) => ({ status: 201, body: await createKey(await body(req), stores) })],
     ['DELETE', /^\/admin\/keys\/(?<id>[^/]+)$/, async (_req, { id }) => {
       await revokeKey(id, stores);
+      return { status: 204 };
+    }],
+    ['POST', /^\/admin\/projects$/, async (req) => ({ status: 201, body: await createProject(await body(req), stores, config) })],
+    ['GET', /^\/admin\/projects$/, async (req) => {
+      const accountId = new URL(req.url ?? '/', 'http://admin').searchParams.get('accountId');
+      const all = await stores.projects.list();
+      return { status: 200, body: all.filter((p) => !accountId || p.accountId === accountId).map((p) => projectView(p, config)) };
+    }],
+    ['GET', /^\/admin\/projects\/(?<id>[^/]+)$/, async (_req, { id }) => ({ status: 200, body: await projectDetail(await project(id), stores, config) })],
+    ['PATCH', /^\/admin\/projects\/(?<id>[^/]+)$/, async (req, { id }) => ({ status: 200, body: await updateProject(id, await body(req), stores, config) })],
+    ['POST', /^\/admin\/projects\/(?<id>[^/]+)\/domains$/, async (req, { id }) => {
+      const input = await body(req);
+      onlyKeys(input, ['hostname']);
+      return { status: 201, body: domainView(await domains.add(await project(id), input.hostname)) };
+    }],
+    ['POST', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)\/verify$/, async (req, { id, hostname }) => {
+      onlyKeys(await body(req, true), []);
+      return { status: 200, body: domainView(await domains.verify(await project(id), hostname)) };
+    }],
+    ['POST', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)\/reverify$/, async (req, { id, hostname }) => {
+      onlyKeys(await body(req, true), []);
+      return { status: 200, body: domainView(await domains.reverify(await project(id), hostname)) };
+    }],
+    ['PATCH', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)$/, async (req, { id, hostname }) => {
+      const input = await body(req);
+      onlyKeys(input, ['primary', 'hsts']);
+      return { status: 200, body: domainView(await domains.patch(await project(id), hostname, input)) };
+    }],
+    ['DELETE', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)$/, async (_req, { id, hostname }) => {
+      await domains.remove(await project(id), hostname);
+      return { status: 204 };
+    }],
+    ['POST', /^\/admin\/projects\/(?<id>[^/]+)\/redirects$/, async (req, { id }) => {
+      const input = await body(req);
+      onlyKeys(input, ['from', 'to', 'status']);
+      return { status: 201, body: await domains.addRedirect(await project(id), input) };
+    }],
+    ['DELETE', /^\/admin\/projects\/(?<id>[^/]+)\/redirects\/(?<from>[^/]+)$/, async (_req, { id, from }) => {
+      await domains.removeRedirect(await project(id), from);
       return { status: 204 };
     }],
   ];
@@ -75,7 +118,12 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
       if (!match) continue;
       pathMatched = true;
       if (method !== req.method) continue;
-      const params = Object.fromEntries(Object.entries(match.groups ?? {}).map(([k, v]) => [k, decodeURIComponent(v)]));
+      let params: Params;
+      try {
+        params = Object.fromEntries(Object.entries(match.groups ?? {}).map(([k, v]) => [k, decodeURIComponent(v)]));
+      } catch {
+        return sendError(res, 'invalid_request', 'The path is not valid percent-encoding.');
+      }
       operation(req, params).then(
         ({ status, body }) => (status === 204 ? (res.writeHead(204), res.end()) : sendJson(res, status, body)),
         (err) => fail(res, err, log),

@@ -63,7 +63,74 @@ const COMMANDS: Record<string, Command> = {
       console.log(`key ${id} revoked`);
     },
   },
+  'projects create': {
+    usage: 'portico projects create --account ACCOUNT_ID --name NAME [--upstream URL]',
+    summary: 'Create a project; it answers at once on <name>.<platform domain>.',
+    options: { account: { type: 'string', help: 'the owning account' }, name: { type: 'string', help: 'a DNS label' }, upstream: { type: 'string', help: 'http(s) URL of the deploy' }, json },
+    positionals: [],
+    run: async (v) => {
+      const project = await adminRequest('POST', '/admin/projects', { accountId: v.account, name: v.name, upstream: v.upstream });
+      print(v, project, `project ${project.id} "${project.name}" → ${project.upstream ?? '(no deploy yet)'}\nserved at https://${project.defaultDomain}`);
+    },
+  },
+  'domains add': {
+    usage: 'portico domains add PROJECT_ID HOSTNAME',
+    summary: 'Add a custom domain to a project and show the DNS records to create.',
+    options: { json },
+    positionals: ['PROJECT_ID', 'HOSTNAME'],
+    run: async (v, [project, hostname]) => {
+      const domain = await adminRequest('POST', `/admin/projects/${encodeURIComponent(project)}/domains`, { hostname });
+      print(v, domain, `${domain.hostname} added (${domain.status}). Create these DNS records at your DNS provider:\n\n${recordsTable(domain.records)}\n\nThen run: portico domains verify ${project} ${domain.hostname}`);
+    },
+  },
+  'domains verify': {
+    usage: 'portico domains verify PROJECT_ID HOSTNAME',
+    summary: 'Check the DNS records now and explain what is missing.',
+    options: { json },
+    positionals: ['PROJECT_ID', 'HOSTNAME'],
+    run: async (v, [project, hostname]) => printVerification(v, await adminRequest('POST', `/admin/projects/${encodeURIComponent(project)}/domains/${encodeURIComponent(hostname)}/verify`)),
+  },
+  'domains reverify': {
+    usage: 'portico domains reverify PROJECT_ID HOSTNAME',
+    summary: 'Check DNS and CAA again, reset the certificate backoff and try again at once.',
+    options: { json },
+    positionals: ['PROJECT_ID', 'HOSTNAME'],
+    run: async (v, [project, hostname]) => printVerification(v, await adminRequest('POST', `/admin/projects/${encodeURIComponent(project)}/domains/${encodeURIComponent(hostname)}/reverify`)),
+  },
+  'domains remove': {
+    usage: 'portico domains remove PROJECT_ID HOSTNAME',
+    summary: 'Remove a domain: traffic on it stops at once, on every instance.',
+    options: {},
+    positionals: ['PROJECT_ID', 'HOSTNAME'],
+    run: async (_v, [project, hostname]) => {
+      await adminRequest('DELETE', `/admin/projects/${encodeURIComponent(project)}/domains/${encodeURIComponent(hostname)}`);
+      console.log(`${hostname} removed; it is no longer served`);
+    },
+  },
+  'redirects add': {
+    usage: 'portico redirects add PROJECT_ID --from HOSTNAME --to HOSTNAME [--status 301|302|307|308]',
+    summary: 'Make a domain of the project redirect to another hostname (same path and query).',
+    options: { from: { type: 'string', help: 'a domain of this project' }, to: { type: 'string', help: 'the hostname to send visitors to' }, status: { type: 'string', help: '301 (default), 302, 307 or 308' }, json },
+    positionals: ['PROJECT_ID'],
+    run: async (v, [project]) => {
+      const redirect = await adminRequest('POST', `/admin/projects/${encodeURIComponent(project)}/redirects`, { from: v.from, to: v.to, status: v.status === undefined ? undefined : Number(v.status) });
+      print(v, redirect, `${redirect.from} → https://${redirect.to} (${redirect.status})`);
+    },
+  },
 };
+
+function recordsTable(records: Array<{ type: string; name: string; value: string; ttl: number; note?: string }>): string {
+  const rows = records.map((r) => [r.type, r.name, r.value, String(r.ttl)]);
+  const widths = [0, 1, 2, 3].map((i) => Math.max(...[['TYPE', 'NAME', 'VALUE', 'TTL'][i], ...rows.map((r) => r[i])].map((s) => s.length)));
+  const line = (cells: string[]) => `  ${cells.map((c, i) => c.padEnd(widths[i])).join('  ')}`;
+  const notes = records.filter((r) => r.note).map((r) => `  note: ${r.note}`);
+  return [line(['TYPE', 'NAME', 'VALUE', 'TTL']), ...rows.map(line), ...notes].join('\n');
+}
+
+function printVerification(v: Record<string, unknown>, domain: { hostname: string; status: string; diagnostics: Array<{ code: string; message: string }> }): void {
+  const findings = domain.diagnostics.map((d) => `  - [${d.code}] ${d.message}`).join('\n');
+  print(v, domain, `${domain.hostname}: ${domain.status}${findings ? `\n${findings}` : ''}`);
+}
 
 async function runServer(): Promise<void> {
   let config;

@@ -4,6 +4,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { TLSSocket, SecureContext } from 'node:tls';
 import type { Config } from '../config.ts';
 import type { Metrics } from '../metrics.ts';
@@ -24,6 +25,7 @@ export interface ListenerDeps {
   /** the SecureContext for a servername, or null for the fallback certificate */
   secureContext(servername: string): Promise<SecureContext | null>;
   edge: Handler;
+  upgrade: (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void;
   http: (req: http.IncomingMessage, res: http.ServerResponse) => void;
   admin: (req: http.IncomingMessage, res: http.ServerResponse) => void;
   metricsOnly: ((req: http.IncomingMessage, res: http.ServerResponse) => void) | null;
@@ -69,6 +71,8 @@ export function createListeners(deps: ListenerDeps): Listeners {
     if (tracked.draining && req.httpVersionMajor === 1) res.setHeader('connection', 'close');
     deps.edge(req, res);
   });
+  // HTTP/1.1 Upgrade (WebSocket) requests on the HTTPS listener
+  https.on('upgrade', deps.upgrade);
 
   const plain = (handler: ListenerDeps['http']) =>
     http.createServer({ headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: checkEvery }, handler);

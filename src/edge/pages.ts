@@ -15,6 +15,24 @@ export function notFoundPage(hostname: string): string {
 <p>If this is your domain, add it to a project and create the DNS record the dashboard shows.</p>`);
 }
 
+export function notDeployedPage(hostname: string): string {
+  return page('Nothing deployed yet', `<p><code>${escapeHtml(hostname)}</code> belongs to a project that has no deploy yet.</p>`);
+}
+
+/** 502: the project's upstream refused the connection, reset it, or sent something unusable. */
+export function upstreamUnreachablePage(hostname: string): string {
+  return page('502 — the site is not answering', `<p>Portico reached <code>${escapeHtml(hostname)}</code>, but the application behind it could not be reached.</p>
+<p>This is usually temporary (a deploy or restart in progress): try again in a minute.</p>
+<p>If this is your site, check that your application is running and accepting connections at the upstream address configured for the project.</p>`);
+}
+
+/** 504: the upstream accepted the request but did not answer within the proxy timeout. */
+export function upstreamTimeoutPage(hostname: string): string {
+  return page('504 — the site took too long to answer', `<p>The application behind <code>${escapeHtml(hostname)}</code> did not answer in time.</p>
+<p>It may be busy or starting up: try again in a minute.</p>
+<p>If this is your site, look for slow or stuck requests in your application; Portico waits a limited time for the response headers.</p>`);
+}
+
 export function page(title: string, body: string): string {
   return `<!doctype html><html lang="en"><meta charset="utf-8"><meta name="viewport" content="width=device-width">
 <title>${escapeHtml(title)}</title><style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:4rem auto;padding:0 1rem;color:#222}code{background:#f3f3f3;padding:0 .2em}</style>

@@ -1,5 +1,9 @@
 // The request pipeline of the HTTPS listener, shared by HTTP/2 and HTTP/1.1 (compat API).
 import type { TLSSocket } from 'node:tls';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Hsts } from '../state/types.ts';
+import type { ProxyContext } from '../proxy/project-proxy.ts';
 import { HttpError, sendError, type Response } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics, RouteLabel } from '../metrics.ts';
@@ -9,10 +13,18 @@ import type { ApiOutcome, ApiRequest } from '../api/v1.ts';
 import type { Request } from '../api/body.ts';
 import { clientIp, type Trust } from './client-ip.ts';
 import { proxiedAddress } from './proxy-protocol.ts';
-import { notFoundPage, sendPage } from './pages.ts';
+import { notFoundPage, notDeployedPage, sendPage } from './pages.ts';
+
+export interface ProjectProxy {
+  web(req: Request, res: Response, upstream: string, ctx: ProxyContext): Promise<void>;
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: string, ctx: ProxyContext): void;
+}
 
 export interface EdgeDeps {
   routes: RouteTable;
+  proxy: ProjectProxy;
+  /** the port clients use for HTTPS; redirects name it unless it is 443 */
+  publicHttpsPort: number;
   api: (req: Request, res: Response, request: ApiRequest) => Promise<void>;
   metrics: Metrics;
   log: Logger;
@@ -24,11 +36,14 @@ export type Handler = (req: Request, res: Response) => void;
 // The order of operations for one request on the HTTPS listener:
 // 1. hostname from Host (HTTP/1.1) or :authority (HTTP/2), normalised;
 // 2. a Host that differs from this connection's SNI → 421 (unless no SNI or an IP literal was sent);
-// 3. route by hostname: API hosts → /v1 (auth → limit → operation, see api/v1.ts); unknown → 404 page;
+// 3. route by hostname: API hosts → /v1 (auth → limit → operation, see api/v1.ts); a redirect domain →
+//    its status to https://<to><same path and query>; a project's domain or default hostname → its
+//    upstream (HSTS first when the domain opted in); anything else → 404 page;
 // 4. errors become Error bodies: HttpError as it says, a state backend that is down → 503, else 500;
 // 5. when the answer is finished: metrics and one access log line (never a key or Authorization).
 export function createEdgeHandler(deps: EdgeDeps): Handler {
   const { routes, metrics, log, trust } = deps;
+  const port = deps.publicHttpsPort === 443 ? '' : `:${deps.publicHttpsPort}`;
   return (req, res) => {
     const started = performance.now();
     const hostname = hostnameFromHost(req.headers.host ?? (req.headers[':authority'] as string | undefined));
@@ -74,8 +89,49 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
       deps.api(req, res, request).catch((err) => fail(res, err, log));
       return;
     }
+    if (route.kind === 'redirect') {
+      routeLabel = 'redirect';
+      if (route.hsts) res.setHeader('strict-transport-security', hstsHeader(route.hsts));
+      res.statusCode = route.status;
+      res.setHeader('location', `https://${route.to}${port}${url}`);
+      res.setHeader('content-length', 0);
+      res.end();
+      return;
+    }
+    if (route.kind === 'project') {
+      routeLabel = 'project';
+      if (route.hsts) res.setHeader('strict-transport-security', hstsHeader(route.hsts));
+      deps.proxy.web(req, res, route.upstream, { clientIp: ip, hostname, proto: 'https' }).catch((err) => fail(res, err, log));
+      return;
+    }
+    if (route.kind === 'undeployed') {
+      routeLabel = 'project';
+      sendPage(res, 404, notDeployedPage(hostname));
+      return;
+    }
     sendPage(res, 404, notFoundPage(hostname));
   };
+}
+
+/** WebSocket (HTTP/1.1 Upgrade) on the HTTPS listener: only a project's hostnames pass through. */
+export function createUpgradeHandler(deps: EdgeDeps): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
+  return (req, socket, head) => {
+    const hostname = hostnameFromHost(req.headers.host);
+    const route = deps.routes.resolve(hostname);
+    const tlsSocket = req.socket as TLSSocket;
+    const sni = tlsSocket.servername;
+    if (route.kind !== 'project' || (sni && !isIpLiteral(sni) && sni.toLowerCase() !== hostname)) {
+      socket.end(`HTTP/1.1 ${route.kind === 'project' ? '421 Misdirected Request' : '404 Not Found'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      return;
+    }
+    const peer = proxiedAddress(tlsSocket)?.address ?? tlsSocket.remoteAddress ?? '';
+    deps.metrics.httpRequests.inc({ route: 'project', method: 'GET', status: 101 });
+    deps.proxy.upgrade(req, socket, head, route.upstream, { clientIp: clientIp(peer, req.headers['x-forwarded-for'], deps.trust), hostname, proto: 'https' });
+  };
+}
+
+function hstsHeader(hsts: Hsts): string {
+  return `max-age=${hsts.maxAge}${hsts.includeSubDomains ? '; includeSubDomains' : ''}${hsts.preload ? '; preload' : ''}`;
 }
 
 export function fail(res: Response, err: unknown, log: Logger): void {

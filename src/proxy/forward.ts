@@ -16,15 +16,32 @@ const HOP_BY_HOP = new Set([
 export type UpstreamErrorKind = 'connect' | 'timeout' | 'reset' | 'other';
 
 export interface Forwarder {
-  /** `target` is the upstream origin + path + query; `extra` headers are added after filtering */
-  forward(req: Request, res: Response, target: URL, extra: Record<string, string>, drop?: ReadonlySet<string>): Promise<void>;
+  /**
+   * `target` is the upstream origin + path + query; `extra` headers are added after filtering.
+   * `report`, when given, receives this call's upstream failures instead of the forwarder's `onError`,
+   * so one forwarder shared by several callers counts each failure once, under the caller's name.
+   */
+  forward(req: Request, res: Response, target: URL, extra: Record<string, string>, drop?: ReadonlySet<string>, report?: (kind: UpstreamErrorKind) => void): Promise<void>;
   close(): Promise<void>;
 }
+
+/** A header that describes one connection (RFC 9110 §7.6.1), or Host, which each hop sets for itself. */
+export function isHopByHop(name: string): boolean {
+  return HOP_BY_HOP.has(name);
+}
+
+/** The header names listed in a Connection header, lowercased: hop-by-hop too (RFC 9110 §7.6.1). */
+export function connectionTokens(value: string | string[] | undefined): ReadonlySet<string> {
+  if (value === undefined) return NO_TOKENS;
+  return new Set((Array.isArray(value) ? value.join(',') : value).toLowerCase().split(',').map((s) => s.trim()).filter(Boolean));
+}
+
+const NO_TOKENS: ReadonlySet<string> = new Set();
 
 export function createForwarder(timeoutMs: number, onError: (kind: UpstreamErrorKind) => void = () => undefined): Forwarder {
   const agent = new Agent({ keepAliveTimeout: 30_000, connections: 256, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connectTimeout: Math.min(timeoutMs, 10_000) });
   return {
-    async forward(req, res, target, extra, drop) {
+    async forward(req, res, target, extra, drop, report = onError) {
       const abort = new AbortController();
       const onClose = () => {
         if (!res.writableFinished) abort.abort();
@@ -46,17 +63,18 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
         res.off('close', onClose);
         if (abort.signal.aborted) return;
         const kind = classify(err);
-        onError(kind);
+        report(kind);
         throw new HttpError(kind === 'timeout' ? 'gateway_timeout' : 'bad_gateway');
       }
       res.statusCode = upstream.statusCode;
+      const named = connectionTokens(upstream.headers.connection);
       for (const [name, value] of Object.entries(upstream.headers)) {
-        if (value !== undefined && !HOP_BY_HOP.has(name)) res.setHeader(name, value);
+        if (value !== undefined && !HOP_BY_HOP.has(name) && !named.has(name)) res.setHeader(name, value);
       }
       try {
         await pipeline(upstream.body, res as unknown as NodeJS.WritableStream);
       } catch (err) {
-        if (!abort.signal.aborted) onError(classify(err));
+        if (!abort.signal.aborted) report(classify(err));
         // headers are gone already: the only honest signal left is to cut the response
         if (!res.writableFinished) (res as { destroy(): void }).destroy();
       } finally {
@@ -69,9 +87,12 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
 
 function requestHeaders(incoming: IncomingHttpHeaders, extra: Record<string, string>, drop?: ReadonlySet<string>): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
-  const connectionTokens = typeof incoming.connection === 'string' ? incoming.connection.toLowerCase().split(',').map((s) => s.trim()) : [];
+  const named = connectionTokens(incoming.connection);
   for (const [name, value] of Object.entries(incoming)) {
-    if (value === undefined || name.startsWith(':') || HOP_BY_HOP.has(name) || drop?.has(name) || connectionTokens.includes(name)) continue;
+    // `expect: 100-continue` was answered by Node's server already (no 'checkContinue' listener), and
+    // undici refuses the header outright (NotSupportedError): forwarding it turned every
+    // `curl -d @big-file` into a 502.
+    if (value === undefined || name.startsWith(':') || name === 'expect' || HOP_BY_HOP.has(name) || drop?.has(name) || named.has(name)) continue;
     out[name] = value;
   }
   return Object.assign(out, extra);

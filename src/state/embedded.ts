@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { AppendLog } from './append-log.ts';
-import type { Account, ApiKey, Category, Environment, Stores } from './types.ts';
+import { routeOf, type Account, type ApiKey, type Category, type Domain, type DomainRoute, type Environment, type Project, type Stores } from './types.ts';
 
 type LogRecord =
   | { op: 'put'; t: string; k: string; v: unknown }
@@ -36,6 +36,11 @@ export class Tables {
   async put(t: string, k: string, v: unknown): Promise<void> {
     await this.write({ op: 'put', t, k, v });
     this.table(t).set(k, v);
+  }
+
+  async del(t: string, k: string): Promise<void> {
+    await this.write({ op: 'del', t, k });
+    this.table(t).delete(k);
   }
 
   /** Next value of a sequence, taken synchronously so concurrent callers never share one. */
@@ -88,6 +93,14 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
   for (const key of keys.values()) keysByHash.set(key.hash, key.id);
   const categories = (environment: Environment) => tables.table<Category>(`categories:${environment}`);
   const pendingCreates = new Map<Environment, number>();
+  const projects = tables.table<Project>('projects');
+  const projectNames = new Map<string, string>();
+  for (const project of projects.values()) projectNames.set(project.name, project.id);
+  const domains = tables.table<Domain>('domains');
+  const history = tables.table<{ accountId: string; removedAt: string }>('domainHistory');
+  // claimed synchronously, before the write is durable, so two adds of one name cannot both win
+  const claimed = new Set<string>();
+  const handlers: Array<(topic: string) => void> = [];
 
   return {
     accounts: {
@@ -133,6 +146,79 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
         } finally {
           pendingCreates.set(environment, pendingCreates.get(environment)! - 1);
         }
+      },
+    },
+    projects: {
+      create: async (project) => {
+        if (projectNames.has(project.name)) return 'name_taken';
+        projectNames.set(project.name, project.id);
+        try {
+          await tables.put('projects', project.id, project);
+        } catch (err) {
+          projectNames.delete(project.name);
+          throw err;
+        }
+        return null;
+      },
+      get: async (id) => projects.get(id) ?? null,
+      list: async () => [...projects.values()].sort((a, b) => a.createdAt.localeCompare(b.createdAt)),
+      update: async (project) => {
+        if (!projects.has(project.id)) return null;
+        await tables.put('projects', project.id, project);
+        return project;
+      },
+    },
+    domains: {
+      get: async (hostname) => domains.get(hostname) ?? null,
+      listByProject: async (projectId) => [...domains.values()].filter((d) => d.projectId === projectId).sort((a, b) => a.createdAt.localeCompare(b.createdAt)),
+      create: async (domain) => {
+        if (domains.has(domain.hostname) || claimed.has(domain.hostname)) return 'taken';
+        claimed.add(domain.hostname);
+        try {
+          await tables.put('domains', domain.hostname, domain);
+        } finally {
+          claimed.delete(domain.hostname);
+        }
+        return null;
+      },
+      update: async (domain) => {
+        if (!domains.has(domain.hostname)) return null;
+        await tables.put('domains', domain.hostname, domain);
+        return domain;
+      },
+      remove: async (hostname, at) => {
+        const domain = domains.get(hostname);
+        if (!domain) return null;
+        await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at });
+        await tables.del('domains', hostname);
+        return domain;
+      },
+      previousOwner: async (hostname) => history.get(hostname) ?? null,
+      routes: async () => {
+        const routes = new Map<string, DomainRoute>();
+        for (const domain of domains.values()) {
+          const route = routeOf(domain);
+          if (route) routes.set(domain.hostname, route);
+        }
+        return routes;
+      },
+      route: async (hostname) => {
+        const domain = domains.get(hostname);
+        return domain ? routeOf(domain) : null;
+      },
+      countByStatus: async () => {
+        const counts = { pending: 0, verified: 0, failed: 0 };
+        for (const domain of domains.values()) counts[domain.status]++;
+        return counts;
+      },
+    },
+    events: {
+      // one process: a change is known here the moment it is made
+      publish: async (topic) => {
+        for (const handler of handlers) handler(topic);
+      },
+      subscribe: (handler) => {
+        handlers.push(handler);
       },
     },
     health: async () => 'ok',

@@ -4,11 +4,13 @@
 // When Redis cannot be reached, reads fall back to the last data this instance saw (DESIGN §4,
 // `onRedisDown: local`); writes reject with code STATE_UNAVAILABLE.
 import { Redis } from 'ioredis';
-import { stateUnavailable, type Account, type ApiKey, type Category, type Environment, type Stores } from './types.ts';
+import { routeOf, stateUnavailable, type Account, type ApiKey, type Category, type Domain, type DomainRoute, type DomainStatus, type Environment, type Project, type Stores } from './types.ts';
 
 const CHANNEL = 'portico:invalidate';
 const FRESH_MS = 60_000;
-const KEY_CACHE_MAX = 100_000;
+const CACHE_MAX = 100_000;
+const SUSPECT_MS = 2_000;
+const HISTORY_SECONDS = 31 * 86_400;
 
 // Cap check, id assignment and write in one atomic step: ids are never reused, the cap never overshot.
 const CREATE_CATEGORY = `
@@ -37,6 +39,8 @@ interface Cached<T> {
 export interface RedisConnections {
   client: Redis;
   subscriber: Redis;
+  /** when any user of the client (stores, limiter) last saw a command fail */
+  health: { failedAt: number };
 }
 
 export function connectRedis(url: string, commandTimeoutMs: number): RedisConnections {
@@ -54,10 +58,10 @@ export function connectRedis(url: string, commandTimeoutMs: number): RedisConnec
   // errors are reported through health(), metrics and request outcomes; without a listener ioredis logs them
   client.on('error', () => undefined);
   subscriber.on('error', () => undefined);
-  return { client, subscriber };
+  return { client, subscriber, health: { failedAt: -Infinity } };
 }
 
-export async function openRedisStores({ client, subscriber }: RedisConnections, now: () => number = Date.now): Promise<Stores> {
+export async function openRedisStores({ client, subscriber, health }: RedisConnections, now: () => number = Date.now): Promise<Stores> {
   client.defineCommand('porticoCreateCategory', { numberOfKeys: 2, lua: CREATE_CATEGORY });
   client.defineCommand('porticoRevokeKey', { numberOfKeys: 1, lua: REVOKE_KEY });
   const scripts = client as unknown as {
@@ -66,15 +70,21 @@ export async function openRedisStores({ client, subscriber }: RedisConnections, 
   };
   const keyCache = new Map<string, Cached<ApiKey | null>>();
   const categoryLists = new Map<Environment, Cached<Category[]>>();
+  const accountCache = new Map<string, Cached<Account | null>>();
 
+  const handlers: Array<(topic: string) => void> = [];
   const flush = () => {
     keyCache.clear();
     categoryLists.clear();
+    accountCache.clear();
+    for (const handler of handlers) handler('*');
   };
   subscriber.on('message', (_channel: string, message: string) => {
     const [kind, id] = splitOnce(message);
     if (kind === 'key') keyCache.delete(id);
     else if (kind === 'categories') categoryLists.delete(id as Environment);
+    else if (kind === 'account') accountCache.delete(id);
+    else if (kind === 'domain' || kind === 'project') for (const handler of handlers) handler(message);
     else flush();
   });
   // messages may have been missed while disconnected
@@ -82,11 +92,30 @@ export async function openRedisStores({ client, subscriber }: RedisConnections, 
   await subscriber.subscribe(CHANNEL).catch(() => undefined);
 
   const publish = (message: string) => client.publish(CHANNEL, message).catch(() => undefined);
+  // After a failure, a command is preceded by a PING until Redis answers again: a frozen Redis
+  // (SIGSTOP, a stalled network) still looks connected, and a write sent to it would be applied
+  // later although its caller was told 503.
   const call = async <T>(run: () => Promise<T>): Promise<T> => {
     try {
+      if (now() - health.failedAt < SUSPECT_MS) await client.ping();
       return await run();
     } catch (err) {
+      health.failedAt = now();
       throw stateUnavailable(err);
+    }
+  };
+  /** A cached read: fresh entries for up to 60 s, the last known value while Redis is away. */
+  const readThrough = async <K, T>(cache: Map<K, Cached<T>>, id: K, load: () => Promise<T>): Promise<T> => {
+    const cached = cache.get(id);
+    if (cached && fresh(cached)) return cached.value;
+    try {
+      const value = await call(load);
+      if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as K);
+      cache.set(id, { value, at: now() });
+      return value;
+    } catch (err) {
+      if (cached) return cached.value;
+      throw err;
     }
   };
   const readJson = async <T>(key: string): Promise<T | null> => {
@@ -95,29 +124,26 @@ export async function openRedisStores({ client, subscriber }: RedisConnections, 
   };
   const fresh = <T>(entry: Cached<T>): boolean => now() - entry.at < FRESH_MS;
 
-  const fetchList = async (environment: Environment): Promise<Category[]> => {
-    const cached = categoryLists.get(environment);
-    if (cached && fresh(cached)) return cached.value;
-    try {
+  const fetchList = (environment: Environment): Promise<Category[]> =>
+    readThrough(categoryLists, environment, async () => {
       const all = await client.hvals(`portico:categories:${environment}`);
-      const list = all.map((text) => JSON.parse(text) as Category).sort((a, b) => a.id - b.id);
-      categoryLists.set(environment, { value: list, at: now() });
-      return list;
-    } catch (err) {
-      if (cached) return cached.value; // last known data while Redis is away
-      throw stateUnavailable(err);
-    }
-  };
+      return all.map((text) => JSON.parse(text) as Category).sort((a, b) => a.id - b.id);
+    });
 
   return {
     accounts: {
       create: async (account) => {
         await call(() => client.set(`portico:account:${account.id}`, JSON.stringify(account)));
       },
-      get: (id) => readJson<Account>(`portico:account:${id}`),
+      get: (id) =>
+        readThrough(accountCache, id, async () => {
+          const text = await client.get(`portico:account:${id}`);
+          return text === null ? null : (JSON.parse(text) as Account);
+        }),
       update: async (account) => {
         const done = await call(() => client.set(`portico:account:${account.id}`, JSON.stringify(account), 'XX'));
         if (done === null) return null;
+        accountCache.delete(account.id);
         await publish(`account:${account.id}`);
         return account;
       },
@@ -129,21 +155,12 @@ export async function openRedisStores({ client, subscriber }: RedisConnections, 
         await publish(`key:${key.hash}`);
       },
       get: (id) => readJson<ApiKey>(`portico:key:${id}`),
-      findByHash: async (hash) => {
-        const cached = keyCache.get(hash);
-        if (cached && fresh(cached)) return cached.value;
-        try {
+      findByHash: (hash) =>
+        readThrough(keyCache, hash, async () => {
           const id = await client.get(`portico:keyhash:${hash}`);
           const text = id === null ? null : await client.get(`portico:key:${id}`);
-          const key = text === null ? null : (JSON.parse(text) as ApiKey);
-          if (keyCache.size >= KEY_CACHE_MAX) keyCache.delete(keyCache.keys().next().value as string);
-          keyCache.set(hash, { value: key, at: now() });
-          return key;
-        } catch (err) {
-          if (cached) return cached.value;
-          throw stateUnavailable(err);
-        }
-      },
+          return text === null ? null : (JSON.parse(text) as ApiKey);
+        }),
       revoke: async (id, at) => {
         const text = await call(() => scripts.porticoRevokeKey(`portico:key:${id}`, at));
         if (!text) return null;
@@ -178,6 +195,92 @@ export async function openRedisStores({ client, subscriber }: RedisConnections, 
         categoryLists.delete(environment);
         await publish(`categories:${environment}`);
         return { id, ...fields };
+      },
+    },
+    projects: {
+      create: async (project) => {
+        const claimed = await call(() => client.set(`portico:project-name:${project.name}`, project.id, 'NX'));
+        if (claimed === null) return 'name_taken';
+        await call(() => client.multi().set(`portico:project:${project.id}`, JSON.stringify(project)).sadd('portico:projects', project.id).exec());
+        return null;
+      },
+      get: (id) => readJson<Project>(`portico:project:${id}`),
+      list: async () => {
+        const ids = await call(() => client.smembers('portico:projects'));
+        if (ids.length === 0) return [];
+        const texts = await call(() => client.mget(ids.map((id) => `portico:project:${id}`)));
+        return texts.filter((t): t is string => t !== null).map((t) => JSON.parse(t) as Project).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+      },
+      update: async (project) => {
+        const done = await call(() => client.set(`portico:project:${project.id}`, JSON.stringify(project), 'XX'));
+        return done === null ? null : project;
+      },
+    },
+    domains: {
+      get: (hostname) => readJson<Domain>(`portico:domain:${hostname}`),
+      listByProject: async (projectId) => {
+        const hostnames = await call(() => client.smembers(`portico:project:${projectId}:domains`));
+        if (hostnames.length === 0) return [];
+        const texts = await call(() => client.mget(hostnames.map((h) => `portico:domain:${h}`)));
+        return texts.filter((t): t is string => t !== null).map((t) => JSON.parse(t) as Domain).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+      },
+      create: async (domain) => {
+        const claimed = await call(() => client.set(`portico:domain:${domain.hostname}`, JSON.stringify(domain), 'NX'));
+        if (claimed === null) return 'taken';
+        await call(() => client.multi().sadd(`portico:project:${domain.projectId}:domains`, domain.hostname).hset('portico:domain-status', domain.hostname, domain.status).exec());
+        return null;
+      },
+      update: async (domain) => {
+        const route = routeOf(domain);
+        const results = await call(() => {
+          const multi = client.multi().set(`portico:domain:${domain.hostname}`, JSON.stringify(domain), 'XX');
+          return (route ? multi.hset('portico:routes', domain.hostname, JSON.stringify(route)) : multi.hdel('portico:routes', domain.hostname))
+            .hset('portico:domain-status', domain.hostname, domain.status)
+            .exec();
+        });
+        if (results?.[0]?.[1] === null) {
+          // it was removed meanwhile: undo the side entries
+          await call(() => client.multi().hdel('portico:routes', domain.hostname).hdel('portico:domain-status', domain.hostname).exec());
+          return null;
+        }
+        return domain;
+      },
+      remove: async (hostname, at) => {
+        const domain = await readJson<Domain>(`portico:domain:${hostname}`);
+        if (!domain) return null;
+        await call(() =>
+          client
+            .multi()
+            .set(`portico:domain-history:${hostname}`, JSON.stringify({ accountId: domain.accountId, removedAt: at }), 'EX', HISTORY_SECONDS)
+            .del(`portico:domain:${hostname}`)
+            .srem(`portico:project:${domain.projectId}:domains`, hostname)
+            .hdel('portico:routes', hostname)
+            .hdel('portico:domain-status', hostname)
+            .exec(),
+        );
+        return domain;
+      },
+      previousOwner: (hostname) => readJson<{ accountId: string; removedAt: string }>(`portico:domain-history:${hostname}`),
+      routes: async () => {
+        const all = await call(() => client.hgetall('portico:routes'));
+        return new Map(Object.entries(all).map(([hostname, text]) => [hostname, JSON.parse(text) as DomainRoute]));
+      },
+      route: async (hostname) => {
+        const text = await call(() => client.hget('portico:routes', hostname));
+        return text === null ? null : (JSON.parse(text) as DomainRoute);
+      },
+      countByStatus: async () => {
+        const counts: Record<DomainStatus, number> = { pending: 0, verified: 0, failed: 0 };
+        for (const status of await call(() => client.hvals('portico:domain-status'))) counts[status as DomainStatus]++;
+        return counts;
+      },
+    },
+    events: {
+      publish: async (topic) => {
+        await call(() => client.publish(CHANNEL, topic));
+      },
+      subscribe: (handler) => {
+        handlers.push(handler);
       },
     },
     health: async () => {

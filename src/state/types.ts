@@ -62,10 +62,124 @@ export interface CategoryStore {
   create(environment: Environment, fields: Omit<Category, 'id'>, cap: number): Promise<Category | 'full'>;
 }
 
+export interface Project {
+  id: string;
+  accountId: string;
+  /** a DNS label; the project answers on `<name>.<platform domain>` */
+  name: string;
+  upstream: string | null;
+  createdAt: string;
+}
+
+export type DomainStatus = 'pending' | 'verified' | 'failed';
+export type RedirectStatus = 301 | 302 | 307 | 308;
+
+export interface DnsRecord {
+  type: string;
+  name: string;
+  value: string;
+  ttl: number;
+  note?: string;
+}
+
+export interface Diagnostic {
+  code: string;
+  message: string;
+  found?: string[];
+  expected?: string;
+}
+
+export interface CertificateState {
+  status: 'none' | 'pending' | 'issued' | 'failed';
+  issuer?: string;
+  notAfter?: string;
+  lastError?: string;
+  nextAttemptAt?: string;
+}
+
+export interface Hsts {
+  maxAge: number;
+  includeSubDomains?: boolean;
+  preload?: boolean;
+}
+
+export interface Domain {
+  hostname: string;
+  projectId: string;
+  accountId: string;
+  primary: boolean;
+  status: DomainStatus;
+  /** the hostname is the registrable domain (ALIAS record instead of CNAME) */
+  apex: boolean;
+  records: DnsRecord[];
+  diagnostics: Diagnostic[];
+  certificate: CertificateState;
+  hsts?: Hsts;
+  /** set: the domain answers with a redirect instead of serving the project */
+  redirect?: { to: string; status: RedirectStatus };
+  /** set when the hostname belonged to another account within 30 days: TXT _portico.<hostname> */
+  ownershipToken?: string;
+  createdAt: string;
+  verifiedAt?: string;
+}
+
+/** What the routing index keeps per hostname: small, so 100k domains stay cheap. */
+export interface DomainRoute {
+  projectId: string;
+  redirect?: { to: string; status: RedirectStatus };
+  hsts?: Hsts;
+}
+
+export interface ProjectStore {
+  /** 'name_taken' when another project has this name */
+  create(project: Project): Promise<'name_taken' | null>;
+  get(id: string): Promise<Project | null>;
+  list(): Promise<Project[]>;
+  update(project: Project): Promise<Project | null>;
+}
+
+export interface DomainStore {
+  get(hostname: string): Promise<Domain | null>;
+  listByProject(projectId: string): Promise<Domain[]>;
+  /** claims the hostname atomically; 'taken' when any project has it already */
+  create(domain: Domain): Promise<'taken' | null>;
+  /** replaces the domain; null when it is gone */
+  update(domain: Domain): Promise<Domain | null>;
+  /** removes it and remembers which account had it (takeover guard); null when unknown */
+  remove(hostname: string, at: string): Promise<Domain | null>;
+  /** the last account that had this hostname, and when it was removed */
+  previousOwner(hostname: string): Promise<{ accountId: string; removedAt: string } | null>;
+  /** hostname → route for every domain that is served (verified) */
+  routes(): Promise<Map<string, DomainRoute>>;
+  route(hostname: string): Promise<DomainRoute | null>;
+  countByStatus(): Promise<Record<DomainStatus, number>>;
+}
+
+/**
+ * Change notices between instances (Redis pub/sub; in-process when embedded). Topics:
+ * `domain:<hostname>`, `project:<id>`, and `*` (everything may have changed: reload).
+ */
+export interface Events {
+  publish(topic: string): Promise<void>;
+  subscribe(handler: (topic: string) => void): void;
+}
+
+/** The route of a domain, or null when it is not served. */
+export function routeOf(domain: Domain): DomainRoute | null {
+  if (domain.status !== 'verified') return null;
+  const route: DomainRoute = { projectId: domain.projectId };
+  if (domain.redirect) route.redirect = domain.redirect;
+  if (domain.hsts) route.hsts = domain.hsts;
+  return route;
+}
+
 export interface Stores {
   accounts: AccountStore;
   keys: KeyStore;
   categories: CategoryStore;
+  projects: ProjectStore;
+  domains: DomainStore;
+  events: Events;
   /** 'ok', or 'down' when the shared backend cannot be reached */
   health(): Promise<'ok' | 'down'>;
   close(): Promise<void>;

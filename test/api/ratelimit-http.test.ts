@@ -80,9 +80,18 @@ const modes: Mode[] = [
   {
     name: 'redis, two instances',
     start: async () => {
+      const config = configWithTimeout(2000);
       const redis: RedisServer = await startRedis();
-      const env = { PORTICO_REDIS_URL: redis.url, PORTICO_CONFIG: configWithTimeout(2000) };
-      const instances = await Promise.all([startPortico(env), startPortico(env)]);
+      const env = { PORTICO_REDIS_URL: redis.url, PORTICO_CONFIG: config };
+      const started = await Promise.allSettled([startPortico(env), startPortico(env)]);
+      const instances = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+      const failed = started.find((r) => r.status === 'rejected');
+      if (failed) {
+        // leave nothing running that would keep the test process alive
+        for (const instance of instances) await instance.stop();
+        await redis.stop();
+        throw failed.reason;
+      }
       const stop = instances.map((i) => i.stop);
       for (const [n, instance] of instances.entries()) {
         instance.stop = async () => {

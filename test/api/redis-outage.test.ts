@@ -11,6 +11,7 @@ import { startRedis, type RedisServer } from '../helpers/redis.ts';
 
 /** no request may wait on a dead or frozen Redis longer than this (the command timeout is 150 ms) */
 const MAX_MS = 1000;
+const LIMIT = 100_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Timed extends Answer {
@@ -23,7 +24,7 @@ async function timed(run: () => Promise<Answer>): Promise<Timed> {
   return { ...answer, ms: performance.now() - started };
 }
 
-/** Requests in a loop on `loops` connections-in-turn until stopped; every outcome is kept. */
+/** `loops` request loops, each one request at a time, until stopped; every outcome is kept. */
 function traffic(run: () => Promise<Answer>, loops = 3) {
   let running = true;
   const results: Array<Timed | { error: unknown; ms: number }> = [];
@@ -35,6 +36,7 @@ function traffic(run: () => Promise<Answer>, loops = 3) {
       } catch (error) {
         results.push({ error, ms: performance.now() - started });
       }
+      await sleep(5);
     }
   });
   return {
@@ -99,7 +101,8 @@ async function setUp(t: Test, env: Record<string, string> = {}): Promise<Setup> 
     await portico.stop();
     await redis.stop();
   });
-  const { key } = await accountWithKey(portico.ports.admin, 'pro');
+  // generous limits: the traffic loops below must not run into 429s, which are not the point here
+  const { key } = await accountWithKey(portico.ports.admin, 'enterprise', 'production', { perMinute: LIMIT, perDay: 10 * LIMIT });
   const get = (path = '/v1/categories') => timed(() => api(portico.ports.https, portico.ca, key, { path }));
   const post = (name: string) => timed(() => api(portico.ports.https, portico.ca, key, { method: 'POST', path: '/v1/categories', json: { name } }));
   t.equal((await post('Dog')).status, 201);
@@ -114,17 +117,20 @@ async function setUp(t: Test, env: Record<string, string> = {}): Promise<Setup> 
   return { redis, portico, key, categories: list.json, get, post, readyz: () => admin(portico.ports.admin, 'GET', '/readyz', undefined, null) };
 }
 
-/** After Redis is back: writes work again and /readyz says ok, without restarting Portico. */
-async function expectRecovery(t: Test, s: Setup): Promise<void> {
+/** After Redis is back: writes work again and /readyz says ok, without restarting Portico.
+ * Resolves with the category names then stored. */
+async function expectRecovery(t: Test, s: Setup): Promise<string[]> {
   const started = Date.now();
   const created = await until('POST /v1/categories works again', () => s.post('Bird'), (a) => a?.status === 201);
   t.equal(created.status, 201, `POST works again after ${Date.now() - started} ms`);
-  const ready = await until('/readyz says redis ok', s.readyz, (a) => a?.status === 200 && a.json?.redis === 'ok', 5000);
-  t.match(ready.json, { redis: 'ok' }, '/readyz: redis ok again');
+  const ready = await until('/readyz says redis ok', s.readyz, (a) => a?.status === 200 && a.json?.redis === 'ok', 5000).catch((err: Error) => err);
+  t.notOk(ready instanceof Error, ready instanceof Error ? ready.message : '/readyz: redis ok again');
   const list = await s.get();
   t.equal(list.status, 200);
-  t.same(list.json.map((c: { name: string }) => c.name), ['Dog', 'Cat', 'Bird'], 'the shared data, with the new write');
+  const names: string[] = list.json.map((c: { name: string }) => c.name);
+  t.same(names.filter((n) => n !== 'Fish'), ['Dog', 'Cat', 'Bird'], 'the shared data, with the new write');
   rateLimitHeaders(t, list, 'after recovery');
+  return names;
 }
 
 t.test('local (default): Redis killed in the middle of traffic, then restarted', async (t) => {
@@ -147,7 +153,7 @@ t.test('local (default): Redis killed in the middle of traffic, then restarted',
   t.equal(list.status, 200, `GET /v1/categories: ${list.status} ${list.text}`);
   t.same(list.json, s.categories, 'the last known categories');
   rateLimitHeaders(t, list, 'GET while Redis is down');
-  t.equal(list.headers['x-ratelimit-limit'], '300', 'per-instance limits on the Pro plan');
+  t.equal(list.headers['x-ratelimit-limit'], String(LIMIT), "per-instance limits, the account's own");
   t.ok(list.ms < MAX_MS, `GET in ${list.ms.toFixed(0)} ms`);
   const one = await s.get(`/v1/categories/${(s.categories[0] as { id: number }).id}`);
   t.equal(one.status, 200, `GET /v1/categories/:id: ${one.status} ${one.text}`);
@@ -173,7 +179,7 @@ t.test('local (default): Redis killed in the middle of traffic, then restarted',
   t.ok(ready.ms < MAX_MS, `/readyz in ${ready.ms.toFixed(0)} ms`);
 
   await s.redis.restart();
-  await expectRecovery(t, s);
+  t.same(await expectRecovery(t, s), ['Dog', 'Cat', 'Bird'], 'the write refused with 503 was not stored');
 });
 
 t.test('local (default): Redis frozen (SIGSTOP) during traffic, then resumed (SIGCONT)', async (t) => {
@@ -207,7 +213,11 @@ t.test('local (default): Redis frozen (SIGSTOP) during traffic, then resumed (SI
   t.ok(ready.ms < MAX_MS, `/readyz in ${ready.ms.toFixed(0)} ms`);
 
   process.kill(pid, 'SIGCONT');
-  await expectRecovery(t, s);
+  const names = await expectRecovery(t, s);
+  // 503 + Retry-After tells the client nothing was done and to try again. By then Portico had known
+  // for two seconds that Redis was not answering, yet a write sent into the frozen connection is
+  // applied when Redis resumes, so the retry creates the category twice.
+  t.notOk(names.includes('Fish'), `the POST answered 503 while Redis was frozen was not applied after SIGCONT (stored: ${names.join(', ')})`);
 });
 
 t.test('closed: with Redis killed every /v1 call answers 503 with Retry-After, /readyz 503', async (t) => {

@@ -5,6 +5,8 @@ import { existsSync } from 'node:fs';
 
 const NEEDED: Array<[binary: string, pkg: string]> = [
   ['redis-server', 'redis-server'],
+  ['pebble', 'pebble'],
+  ['pebble-challtestsrv', 'pebble'],
 ];
 
 const onPath = (binary: string) => spawnSync('sh', ['-c', `command -v ${binary}`], { stdio: 'ignore' }).status === 0;

@@ -1,0 +1,178 @@
+// The owner's workflow for custom domains: add → DNS records → verify (diagnostics) → primary,
+// redirects → remove. Every change publishes a notice so every instance's route table follows at once.
+import { randomBytes } from 'node:crypto';
+import type { Config } from '../config.ts';
+import { HttpError } from '../errors.ts';
+import type { Domain, Project, RedirectStatus, Stores } from '../state/types.ts';
+import { dnsRecords, validateDomainHostname } from './hostname-rules.ts';
+import { verifyDomain, type Resolver } from './verifier.ts';
+
+const TAKEOVER_WINDOW_MS = 30 * 86_400_000;
+const REDIRECT_STATUSES: readonly RedirectStatus[] = [301, 302, 307, 308];
+
+export interface DomainRegistryDeps {
+  config: Config;
+  stores: Stores;
+  resolver: Resolver;
+  /** a domain just verified, or asked to try again: certificates plug in here */
+  onVerified?(domain: Domain, reason: 'verify' | 'reverify'): void;
+}
+
+/** What the admin API shows of a domain: internal fields stay inside. */
+export function domainView(domain: Domain) {
+  const { accountId: _account, apex: _apex, ownershipToken: _token, redirect, ...view } = domain;
+  return redirect ? { ...view, redirect } : view;
+}
+
+export function createDomainRegistry(deps: DomainRegistryDeps) {
+  const { config, stores } = deps;
+  const rules = { platformDomain: config.platform.domain, apiHosts: [...config.api.hosts, ...config.api.stagingHosts], cnameTarget: config.platform.cnameTarget };
+
+  const changed = (hostname: string) => stores.events.publish(`domain:${hostname}`);
+
+  async function domainOf(project: Project, hostname: string): Promise<Domain> {
+    const domain = await stores.domains.get(hostname.toLowerCase().replace(/\.$/, ''));
+    if (!domain || domain.projectId !== project.id) throw new HttpError('not_found', `${hostname} is not a domain of project ${project.name}.`);
+    return domain;
+  }
+
+  /** Re-reads the domain after a slow step (DNS) so concurrent changes are not overwritten. */
+  async function save(domain: Domain): Promise<Domain> {
+    const saved = await stores.domains.update(domain);
+    if (!saved) throw new HttpError('not_found', `${domain.hostname} was removed meanwhile.`);
+    await changed(domain.hostname);
+    return saved;
+  }
+
+  async function runVerification(domain: Domain, reason: 'verify' | 'reverify'): Promise<Domain> {
+    const result = await verifyDomain(
+      { hostname: domain.hostname, apex: domain.apex, cnameTarget: config.platform.cnameTarget, caaIdentities: config.acme.caaIdentities, ownershipToken: domain.ownershipToken },
+      deps.resolver,
+    );
+    const current = await stores.domains.get(domain.hostname);
+    if (!current || current.projectId !== domain.projectId) throw new HttpError('not_found', `${domain.hostname} was removed meanwhile.`);
+    const next: Domain = { ...current, diagnostics: result.diagnostics };
+    if (result.verified) {
+      next.status = 'verified';
+      next.verifiedAt ??= new Date().toISOString();
+      const siblings = await stores.domains.listByProject(domain.projectId);
+      if (!siblings.some((d) => d.primary && d.hostname !== domain.hostname) && !next.redirect) next.primary = true;
+    } else if (current.status !== 'verified') {
+      // a verified domain keeps serving through a passing DNS hiccup; a new one waits or fails
+      next.status = result.pending ? 'pending' : 'failed';
+    }
+    const saved = await save(next);
+    if (saved.status === 'verified') deps.onVerified?.(saved, reason);
+    return saved;
+  }
+
+  return {
+    async add(project: Project, input: unknown): Promise<Domain> {
+      const account = await stores.accounts.get(project.accountId);
+      if (!account || account.plan === 'free') throw new HttpError('plan_required', 'Custom domains need a paid plan (pro, business or enterprise); upgrade the account first.');
+      const checked = validateDomainHostname(input, rules);
+      if ('error' in checked) throw new HttpError('invalid_hostname', checked.error);
+      if (!project.upstream) throw new HttpError('conflict', `Project ${project.name} has no deploy yet: set its upstream before adding a domain.`);
+      const previous = await stores.domains.previousOwner(checked.hostname);
+      const recentlyElsewhere = previous !== null && previous.accountId !== account.id && Date.now() - Date.parse(previous.removedAt) < TAKEOVER_WINDOW_MS;
+      const ownershipToken = recentlyElsewhere ? `portico-verify=${randomBytes(16).toString('hex')}` : undefined;
+      const domain: Domain = {
+        hostname: checked.hostname,
+        projectId: project.id,
+        accountId: account.id,
+        primary: false,
+        status: 'pending',
+        apex: checked.apex,
+        records: dnsRecords(checked, config.platform.cnameTarget, ownershipToken),
+        diagnostics: [],
+        certificate: { status: 'none' },
+        createdAt: new Date().toISOString(),
+      };
+      if (ownershipToken) domain.ownershipToken = ownershipToken;
+      if ((await stores.domains.create(domain)) === 'taken') {
+        const owner = await stores.domains.get(checked.hostname);
+        throw new HttpError('conflict', owner?.projectId === project.id ? `${checked.hostname} is already a domain of this project.` : `${checked.hostname} is attached to another project.`);
+      }
+      return domain;
+    },
+
+    verify: async (project: Project, hostname: string) => runVerification(await domainOf(project, hostname), 'verify'),
+    reverify: async (project: Project, hostname: string) => runVerification(await domainOf(project, hostname), 'reverify'),
+
+    async patch(project: Project, hostname: string, body: Record<string, unknown>): Promise<Domain> {
+      const domain = await domainOf(project, hostname);
+      const next: Domain = { ...domain };
+      if (body.primary !== undefined) {
+        if (body.primary !== true) throw new HttpError('invalid_request', '"primary" can only be set to true; make another domain primary instead.');
+        if (domain.status !== 'verified') throw new HttpError('conflict', `${domain.hostname} must be verified before it can be primary.`);
+        if (domain.redirect) throw new HttpError('conflict', `${domain.hostname} redirects to ${domain.redirect.to}; remove the redirect first.`);
+        for (const sibling of await stores.domains.listByProject(project.id)) {
+          if (sibling.primary && sibling.hostname !== domain.hostname) await save({ ...sibling, primary: false });
+        }
+        next.primary = true;
+      }
+      if (body.hsts !== undefined) next.hsts = parseHsts(body.hsts);
+      return save(next);
+    },
+
+    async addRedirect(project: Project, body: Record<string, unknown>): Promise<{ from: string; to: string; status: RedirectStatus }> {
+      if (typeof body.from !== 'string') throw new HttpError('invalid_request', '"from" is required: a domain of this project.');
+      if (typeof body.to !== 'string' || body.to.trim() === '') throw new HttpError('invalid_request', '"to" is required: the hostname to send visitors to.');
+      const status = (body.status ?? 301) as RedirectStatus;
+      if (!REDIRECT_STATUSES.includes(status)) throw new HttpError('invalid_request', `"status" must be one of ${REDIRECT_STATUSES.join(', ')}.`);
+      const domain = await domainOf(project, body.from);
+      const to = validateRedirectTarget(body.to);
+      if (to === domain.hostname) throw new HttpError('invalid_request', 'A domain cannot redirect to itself.');
+      const next: Domain = { ...domain, redirect: { to, status }, primary: false };
+      await save(next);
+      if (domain.primary) await promoteNextPrimary(project.id);
+      return { from: domain.hostname, to, status };
+    },
+
+    async removeRedirect(project: Project, from: string): Promise<void> {
+      const domain = await domainOf(project, from);
+      if (!domain.redirect) throw new HttpError('not_found', `${domain.hostname} has no redirect.`);
+      const { redirect: _gone, ...rest } = domain;
+      await save(rest);
+      await promoteNextPrimary(project.id);
+    },
+
+    async remove(project: Project, hostname: string): Promise<void> {
+      const domain = await domainOf(project, hostname);
+      await stores.domains.remove(domain.hostname, new Date().toISOString());
+      await changed(domain.hostname);
+      if (domain.primary) await promoteNextPrimary(project.id);
+    },
+  };
+
+  /** The first verified, served domain becomes primary when the project has none. */
+  async function promoteNextPrimary(projectId: string): Promise<void> {
+    const domains = await stores.domains.listByProject(projectId);
+    if (domains.some((d) => d.primary)) return;
+    const next = domains.find((d) => d.status === 'verified' && !d.redirect);
+    if (next) await save({ ...next, primary: true });
+  }
+}
+
+export type DomainRegistry = ReturnType<typeof createDomainRegistry>;
+
+function parseHsts(value: unknown) {
+  if (value === null) return undefined;
+  if (typeof value !== 'object' || Array.isArray(value)) throw new HttpError('invalid_request', '"hsts" must be {maxAge, includeSubDomains?, preload?} or null.');
+  const { maxAge, includeSubDomains, preload, ...extra } = value as Record<string, unknown>;
+  if (Object.keys(extra).length > 0) throw new HttpError('invalid_request', `Unknown field "hsts.${Object.keys(extra)[0]}".`);
+  if (typeof maxAge !== 'number' || !Number.isSafeInteger(maxAge) || maxAge < 0) throw new HttpError('invalid_request', '"hsts.maxAge" must be a whole number of seconds ≥ 0.');
+  if (includeSubDomains !== undefined && typeof includeSubDomains !== 'boolean') throw new HttpError('invalid_request', '"hsts.includeSubDomains" must be true or false.');
+  if (preload !== undefined && typeof preload !== 'boolean') throw new HttpError('invalid_request', '"hsts.preload" must be true or false.');
+  // https://hstspreload.org: preload needs includeSubDomains and at least a year
+  if (preload && (!includeSubDomains || maxAge < 31_536_000)) throw new HttpError('invalid_request', 'HSTS preload needs includeSubDomains and maxAge ≥ 31536000.');
+  return { maxAge, ...(includeSubDomains !== undefined ? { includeSubDomains } : {}), ...(preload !== undefined ? { preload } : {}) };
+}
+
+function validateRedirectTarget(to: string): string {
+  const hostname = to.trim().toLowerCase().replace(/\.$/, '');
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/.test(hostname) || hostname.length > 253) {
+    throw new HttpError('invalid_request', '"to" must be a hostname such as www.example.com (no scheme, path or port).');
+  }
+  return hostname;
+}
