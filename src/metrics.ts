@@ -38,6 +38,12 @@ export function createMetrics() {
     authFailures: new Counter({ name: 'portico_auth_failures_total', help: '/v1 calls without an active key.', registers: [registry] }),
     redisUp: new Gauge({ name: 'portico_redis_up', help: '1 when Redis answers, 0 when it does not (absent in embedded mode).', registers: [registry] }),
     redisCommandErrors: new Counter({ name: 'portico_redis_command_errors_total', help: 'Redis commands that failed or timed out.', registers: [registry] }),
+    acmeOrders: new Counter({ name: 'portico_acme_orders_total', help: 'ACME certificate orders, by result.', labelNames: ['result'] as const, registers: [registry] }),
+    acmeOrderDuration: new Histogram({ name: 'portico_acme_order_duration_seconds', help: 'Time to obtain a certificate.', buckets: [0.5, 1, 2, 5, 10, 30, 60, 120], registers: [registry] }),
+    certificates: new Gauge({ name: 'portico_certificates', help: 'Stored certificates, by time left.', labelNames: ['expires_in'] as const, registers: [registry] }),
+    certificatesEarliestExpiry: new Gauge({ name: 'portico_certificates_earliest_expiry_timestamp_seconds', help: 'When the first stored certificate expires (Unix seconds).', registers: [registry] }),
+    sniCacheHits: new Counter({ name: 'portico_sni_cache_hits_total', help: 'Handshakes answered from the SecureContext cache.', registers: [registry] }),
+    sniCacheMisses: new Counter({ name: 'portico_sni_cache_misses_total', help: 'Handshakes for a domain that missed the SecureContext cache.', registers: [registry] }),
     tlsHandshakes: new Counter({ name: 'portico_tls_handshakes_total', help: 'TLS handshakes, by result.', labelNames: ['result'] as const, registers: [registry] }),
   };
 }

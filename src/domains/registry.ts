@@ -16,12 +16,15 @@ export interface DomainRegistryDeps {
   resolver: Resolver;
   /** a domain just verified, or asked to try again: certificates plug in here */
   onVerified?(domain: Domain, reason: 'verify' | 'reverify'): void;
+  /** a domain was removed: its certificate goes too */
+  onRemoved?(hostname: string): Promise<void>;
 }
 
 /** What the admin API shows of a domain: internal fields stay inside. */
 export function domainView(domain: Domain) {
-  const { accountId: _account, apex: _apex, ownershipToken: _token, redirect, ...view } = domain;
-  return redirect ? { ...view, redirect } : view;
+  const { accountId: _account, apex: _apex, ownershipToken: _token, redirect, certificate, ...view } = domain;
+  const { failures: _failures, ...certificateView } = certificate;
+  return redirect ? { ...view, certificate: certificateView, redirect } : { ...view, certificate: certificateView };
 }
 
 export function createDomainRegistry(deps: DomainRegistryDeps) {
@@ -141,6 +144,7 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
       const domain = await domainOf(project, hostname);
       await stores.domains.remove(domain.hostname, new Date().toISOString());
       await changed(domain.hostname);
+      await deps.onRemoved?.(domain.hostname);
       if (domain.primary) await promoteNextPrimary(project.id);
     },
   };

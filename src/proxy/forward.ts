@@ -43,8 +43,12 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
   return {
     async forward(req, res, target, extra, drop, report = onError) {
       const abort = new AbortController();
+      // writableEnded, not writableFinished: an HTTP/2 stream the client reset reports
+      // writableFinished === true (its Http2Stream counts as finished once closed), so a cancelled
+      // stream never aborted its upstream request (test/proxy/project-proxy.test.ts, HTTP/2 cancel).
+      // Once end() was called the upstream body was read to its end: nothing is left to abort.
       const onClose = () => {
-        if (!res.writableFinished) abort.abort();
+        if (!res.writableEnded) abort.abort();
       };
       res.once('close', onClose);
       const headers = requestHeaders(req.headers, extra, drop);

@@ -95,6 +95,8 @@ export interface CertificateState {
   notAfter?: string;
   lastError?: string;
   nextAttemptAt?: string;
+  /** consecutive failed orders (internal: sets the backoff) */
+  failures?: number;
 }
 
 export interface Hsts {
