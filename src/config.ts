@@ -20,7 +20,7 @@ export interface Config {
   redis: { url: string | null; commandTimeoutMs: number };
   platform: { domain: string; certFile: string | null; keyFile: string | null; cnameTarget: string };
   dns: { servers: string[] };
-  acme: { directory: string; email: string | null; caaIdentities: string[] };
+  acme: { directory: string; email: string | null; caaIdentities: string[]; onDemandWaitMs: number };
   api: {
     hosts: string[];
     stagingHosts: string[];
@@ -130,6 +130,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
       directory: read.optionalUrl('acme.directory', ['https:', 'http:']) ?? 'https://acme-staging-v02.api.letsencrypt.org/directory',
       email: read.optionalString('acme.email'),
       caaIdentities: read.list('acme.caaIdentities', ['letsencrypt.org']).map((s) => s.toLowerCase()),
+      onDemandWaitMs: read.int('acme.onDemandWaitMs', 5000, 0),
     },
     api: {
       hosts: read.list('api.hosts', ['api.localhost', 'localhost', '127.0.0.1']).map((h) => h.toLowerCase()),

@@ -1,11 +1,12 @@
-// Composition root: config → stores → limiter → handlers → listeners → signals.
-// The only file that names concrete backends.
+// Composition root: config → stores → limiter → certificates → handlers → listeners.
+// The only file that names concrete backends. A reload builds the config-dependent handlers anew and
+// swaps them in; listeners, stores and connections stay, so nothing in flight is dropped.
 import { mkdirSync, readFileSync, existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import type { Config } from './config.ts';
+import { loadConfig, type Config } from './config.ts';
 import { createLogger, type Logger } from './log.ts';
-import { createMetrics } from './metrics.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
 import { openEmbeddedStores } from './state/embedded.ts';
 import { connectRedis, openRedisStores } from './state/redis.ts';
 import type { Stores } from './state/types.ts';
@@ -14,38 +15,64 @@ import { MemoryLimiter } from './ratelimit/memory-limiter.ts';
 import { RedisLimiter } from './ratelimit/redis-limiter.ts';
 import { FailoverLimiter } from './ratelimit/failover-limiter.ts';
 import { ensureFallbackCertificate, writeAtomic } from './certs/fallback.ts';
-import { createForwarder } from './proxy/forward.ts';
+import { openFileCertStores } from './certs/file-store.ts';
+import { openRedisCertStores } from './certs/redis-store.ts';
+import { createAcmeIssuer } from './certs/acme-issuer.ts';
+import { createCertificateManager, type CertificateManager } from './certs/manager.ts';
+import type { CertStores } from './certs/types.ts';
+import { createForwarder, type Forwarder } from './proxy/forward.ts';
+import { createProjectProxy, type ProjectProxy } from './proxy/project-proxy.ts';
 import { createApi } from './api/v1.ts';
 import { openapiDocument } from './api/openapi.ts';
-import { createRouteTable } from './routing/route.ts';
+import { createRouteTable, type RouteTable } from './routing/route.ts';
 import { followChanges, loadRoutes } from './routing/sync.ts';
 import { createDomainRegistry } from './domains/registry.ts';
 import { systemResolver } from './domains/verifier.ts';
-import { createProjectProxy } from './proxy/project-proxy.ts';
 import { createEdgeHandler, createUpgradeHandler } from './edge/pipeline.ts';
 import { createHttpHandler } from './edge/http-listener.ts';
-import { createListeners, type Listeners } from './edge/listeners.ts';
+import { createListeners, type ListenerHandlers, type Listeners } from './edge/listeners.ts';
 import { createTrust } from './edge/client-ip.ts';
 import { createAdminHandler } from './admin/handler.ts';
 
 export interface Running {
   listeners: Listeners;
   adminToken: string;
+  certificates: CertificateManager;
+  /** re-reads the config file (and certificates); rejects with the reasons when it cannot apply */
+  reload(): Promise<void>;
   /** graceful: stop accepting, finish in-flight requests (bounded by timeouts.shutdownMs), close state */
   stop(): Promise<void>;
 }
 
-export async function serve(config: Config, log: Logger = createLogger(config.log.level)): Promise<Running> {
+interface Shared {
+  stores: Stores;
+  certStores: CertStores;
+  limiter: RateLimiter;
+  metrics: Metrics;
+  log: Logger;
+  forwarder: Forwarder;
+  /** one for the process: it owns the open WebSocket tunnels, which must outlive a reload */
+  proxy: ProjectProxy;
+  routes: RouteTable;
+  certificates: CertificateManager;
+  adminToken: string;
+  redisState(): 'embedded' | 'ok' | 'degraded' | 'down';
+  reload(): Promise<void>;
+}
+
+export async function serve(config: Config, log: Logger = createLogger(config.log.level), env: NodeJS.ProcessEnv = process.env): Promise<Running> {
   const metrics = createMetrics();
   mkdirSync(config.dataDir, { recursive: true });
 
   // 1. state: Redis when configured (shared), else the embedded log in the data dir
   let stores: Stores;
+  let certStores: CertStores;
   let limiter: RateLimiter;
-  let redisState: () => 'embedded' | 'ok' | 'degraded' | 'down';
+  let redisState: Shared['redisState'];
   if (config.redis.url) {
     const connections = connectRedis(config.redis.url, config.redis.commandTimeoutMs);
     stores = await openRedisStores(connections);
+    certStores = openRedisCertStores(connections.client, config.acme.directory);
     const failover = new FailoverLimiter(new RedisLimiter(connections.client), new MemoryLimiter(), {
       mode: config.ratelimit.onRedisDown,
       onRedisState: (up) => {
@@ -61,14 +88,16 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     metrics.redisUp.set(connections.client.status === 'ready' ? 1 : 0);
     connections.client.on('ready', () => metrics.redisUp.set(1));
     connections.client.on('close', () => metrics.redisUp.set(0));
-    redisState = () => (connections.client.status === 'ready' ? 'ok' : config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down');
+    redisState = () => (connections.client.status === 'ready' ? 'ok' : current.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down');
     log.info({ redis: redactUrl(config.redis.url) }, 'state in Redis (shared)');
   } else {
     stores = await openEmbeddedStores(config.dataDir);
+    certStores = openFileCertStores(config.certsDir, config.acme.directory);
     limiter = new MemoryLimiter();
     redisState = () => 'embedded';
     log.info({ dataDir: config.dataDir }, 'state embedded in the data dir');
   }
+  let current = config;
 
   // 2. secrets on first start: the admin token and the fallback certificate
   const adminToken = config.admin.token ?? loadOrCreateToken(config.dataDir, log);
@@ -76,68 +105,130 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   const fallback = await ensureFallbackCertificate(config.certsDir, [...config.api.hosts, ...config.api.stagingHosts]);
   log.info({ certFile: fallback.certFile, keyFile: fallback.keyFile }, fallback.created ? 'created the fallback certificate for localhost, *.localhost' : 'fallback certificate');
 
-  // 3. handlers
-  const forwarder = createForwarder(config.timeouts.upstreamMs, (kind) => metrics.upstreamErrors.inc({ kind }));
-  const api = createApi({
-    config,
-    stores,
-    limiter,
-    forwarder,
-    openapi: () => openapiDocument(config),
-    onAuthFailure: () => metrics.authFailures.inc(),
-    onDecision: (plan, decision) => metrics.ratelimitDecisions.inc({ plan, decision: decision === 'ok' ? 'allowed' : decision }),
-  });
-  const trust = createTrust(config.trustedProxies);
+  // 3. routing and certificates (kept across reloads)
   const routes = createRouteTable(config.api.hosts, config.api.stagingHosts, config.platform.domain);
   await loadRoutes(stores, routes);
   followChanges(stores, routes, log);
   metrics.countDomainsWith(() => stores.domains.countByStatus());
-  const domains = createDomainRegistry({ config, stores, resolver: systemResolver(config.dns.servers) });
-  const proxy = createProjectProxy(forwarder, { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) });
-  const edgeDeps = { routes, proxy, publicHttpsPort: config.https.publicPort, api, metrics, log, trust };
-  const readiness = async (): Promise<{ status: number; body: Record<string, string> }> => {
-    const state = redisState();
-    if (state === 'embedded') return { status: 200, body: { status: 'ok', state: 'embedded' } };
-    const redis = state === 'ok' && (await stores.health()) === 'down' ? (config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down') : state;
-    return { status: redis === 'down' ? 503 : 200, body: { status: redis === 'down' ? 'unavailable' : 'ok', redis } };
-  };
-  const adminDeps = { config, adminToken, stores, domains, metrics, log, readiness };
-  const listeners = createListeners({
-    config,
-    fallback,
-    secureContext: async () => null,
-    edge: createEdgeHandler(edgeDeps),
-    upgrade: createUpgradeHandler(edgeDeps),
-    http: createHttpHandler({ publicHttpsPort: config.https.publicPort, challenge: async () => null, metrics }),
-    admin: createAdminHandler(adminDeps),
-    metricsOnly: config.metrics.port === null ? null : createAdminHandler(adminDeps, { metricsOnly: true }),
-    metrics,
-    trust,
+  const forwarder = createForwarder(config.timeouts.upstreamMs, (kind) => metrics.upstreamErrors.inc({ kind }));
+  const issuer = createAcmeIssuer({
+    directoryUrl: config.acme.directory,
+    email: config.acme.email,
+    accountKeys: certStores.accountKey,
+    challenges: certStores.challenges,
+    ca: env.NODE_EXTRA_CA_CERTS && existsSync(env.NODE_EXTRA_CA_CERTS) ? readFileSync(env.NODE_EXTRA_CA_CERTS, 'utf8') : undefined,
   });
+  const certificates = createCertificateManager({ stores, certs: certStores, issuer, routes, platformDomain: config.platform.domain, platform: readPlatformCertificate(config), log, metrics, onDemandWaitMs: config.acme.onDemandWaitMs });
 
-  // 4. listen
+  // 4. the handlers that depend on configuration, rebuilt on reload
+  const proxy = createProjectProxy(forwarder, { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) });
+  const shared: Shared = { stores, certStores, limiter, metrics, log, forwarder, proxy, routes, certificates, adminToken, redisState, reload: () => reload() };
+  const handlers = buildHandlers(config, shared);
+  const listeners = createListeners({ config, fallback, secureContext: (name) => certificates.secureContext(name), handlers, metrics, trust: createTrust(config.trustedProxies) });
+
+  // 5. listen, then keep certificates fresh
   try {
     await listeners.listen();
   } catch (err) {
     await stores.close();
     throw err;
   }
+  certificates.start();
   const ports = listeners.ports();
   log.info({ ...ports, adminHost: config.admin.host }, `Portico listening: https :${ports.https}, http :${ports.http}, admin http://${config.admin.host}:${ports.admin}`);
+
+  async function reload(): Promise<void> {
+    const next = loadConfig(env);
+    const fixed = restartOnly(current, next);
+    if (fixed.length > 0) throw Object.assign(new Error(`these settings need a restart: ${fixed.join(', ')}`), { problems: fixed.map((f) => `${f} changed; it needs a restart`) });
+    Object.assign(handlers, buildHandlers(next, shared));
+    routes.setApiHosts(next.api.hosts, next.api.stagingHosts);
+    listeners.setTrust(createTrust(next.trustedProxies));
+    listeners.setTimeouts(next.timeouts);
+    certificates.setPlatform(readPlatformCertificate(next));
+    listeners.setFallback(await ensureFallbackCertificate(next.certsDir, [...next.api.hosts, ...next.api.stagingHosts]));
+    current = next;
+    log.info({ configFile: next.configFile }, 'configuration reloaded');
+  }
 
   let stopping: Promise<void> | null = null;
   return {
     listeners,
     adminToken,
+    certificates,
+    reload,
     stop: () =>
       (stopping ??= (async () => {
-        await listeners.close(config.timeouts.shutdownMs);
+        certificates.stop();
+        await listeners.close(current.timeouts.shutdownMs);
         await proxy.close();
         await forwarder.close();
         await limiter.close();
         await stores.close();
       })()),
   };
+}
+
+function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
+  const { stores, metrics, log, routes, certificates } = shared;
+  const trust = createTrust(config.trustedProxies);
+  const api = createApi({
+    config,
+    stores,
+    limiter: shared.limiter,
+    forwarder: shared.forwarder,
+    openapi: () => openapiDocument(config),
+    onAuthFailure: () => metrics.authFailures.inc(),
+    onDecision: (plan, decision) => metrics.ratelimitDecisions.inc({ plan, decision: decision === 'ok' ? 'allowed' : decision }),
+  });
+  const domains = createDomainRegistry({
+    config,
+    stores,
+    resolver: systemResolver(config.dns.servers),
+    onVerified: (domain, reason) => certificates.onVerified(domain, reason),
+    onRemoved: (hostname) => certificates.onRemoved(hostname),
+  });
+  const edgeDeps = { routes, proxy: shared.proxy, publicHttpsPort: config.https.publicPort, api, metrics, log, trust };
+  const readiness = async (): Promise<{ status: number; body: Record<string, string> }> => {
+    const state = shared.redisState();
+    if (state === 'embedded') return { status: 200, body: { status: 'ok', state: 'embedded' } };
+    const redis = state === 'ok' && (await stores.health()) === 'down' ? (config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down') : state;
+    return { status: redis === 'down' ? 503 : 200, body: { status: redis === 'down' ? 'unavailable' : 'ok', redis } };
+  };
+  const adminDeps = { config, adminToken: shared.adminToken, stores, domains, metrics, log, readiness, reload: shared.reload };
+  return {
+    edge: createEdgeHandler(edgeDeps),
+    upgrade: createUpgradeHandler(edgeDeps),
+    http: createHttpHandler({ publicHttpsPort: config.https.publicPort, challenge: (token) => shared.certStores.challenges.get(token), metrics }),
+    admin: createAdminHandler(adminDeps),
+    metricsOnly: createAdminHandler(adminDeps, { metricsOnly: true }),
+  };
+}
+
+/** Settings a running process cannot change: they name sockets, state or the shape of routing. */
+function restartOnly(a: Config, b: Config): string[] {
+  const pick = (c: Config) => ({
+    'http.port': c.http.port,
+    'https.port': c.https.port,
+    'admin.port': c.admin.port,
+    'admin.host': c.admin.host,
+    'admin.token': c.admin.token,
+    'metrics.port': c.metrics.port,
+    dataDir: c.dataDir,
+    certsDir: c.certsDir,
+    'redis.url': c.redis.url,
+    'platform.domain': c.platform.domain,
+    'acme.directory': c.acme.directory,
+    proxyProtocol: c.proxyProtocol,
+  });
+  const before = pick(a);
+  const after = pick(b);
+  return Object.keys(before).filter((k) => before[k as keyof typeof before] !== after[k as keyof typeof after]);
+}
+
+function readPlatformCertificate(config: Config): { cert: string; key: string } | null {
+  if (!config.platform.certFile || !config.platform.keyFile) return null;
+  return { cert: readFileSync(config.platform.certFile, 'utf8'), key: readFileSync(config.platform.keyFile, 'utf8') };
 }
 
 /** The admin token given in config, or the one saved in the data dir on first start. */

@@ -21,6 +21,8 @@ export interface AdminDeps {
   log: Logger;
   /** 'embedded' | 'ok' | 'degraded' | 'down', as /readyz reports it */
   readiness(): Promise<{ status: number; body: Record<string, string> }>;
+  /** re-reads the configuration; rejects with `problems` when it cannot apply */
+  reload(): Promise<void>;
 }
 
 type Params = Record<string, string>;
@@ -46,6 +48,15 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
     ['DELETE', /^\/admin\/keys\/(?<id>[^/]+)$/, async (_req, { id }) => {
       await revokeKey(id, stores);
       return { status: 204 };
+    }],
+    ['POST', /^\/admin\/reload$/, async () => {
+      try {
+        await deps.reload();
+      } catch (err) {
+        const problems = (err as { problems?: string[] }).problems ?? [(err as Error).message];
+        throw new HttpError('invalid_request', `The configuration was not reloaded: ${problems.join('; ')}`);
+      }
+      return { status: 200, body: { status: 'reloaded' } };
     }],
     ['POST', /^\/admin\/projects$/, async (req) => ({ status: 201, body: await createProject(await body(req), stores, config) })],
     ['GET', /^\/admin\/projects$/, async (req) => {

@@ -63,7 +63,7 @@ export function createCertificateManager(options: ManagerOptions) {
   const waitMs = options.onDemandWaitMs ?? 10_000;
   const cache = new LRUCache<string, { context: tls.SecureContext; notAfter: number }>({ max: options.cacheSize ?? 10_000 });
   const inFlight = new Map<string, Promise<StoredCertificate | null>>();
-  const platformContext = options.platform ? tls.createSecureContext(options.platform) : null;
+  let platformContext = options.platform ? tls.createSecureContext(options.platform) : null;
   const platformSuffix = `.${options.platformDomain}`;
   let timer: NodeJS.Timeout | null = null;
   // failed orders waiting for their backoff to end, retried by sweep() (a restart forgets them; the
@@ -85,7 +85,7 @@ export function createCertificateManager(options: ManagerOptions) {
   async function setCertificateState(hostname: string, update: (domain: Domain) => Domain['certificate']): Promise<void> {
     const domain = await stores.domains.get(hostname);
     if (!domain) return;
-    await stores.domains.update({ ...domain, certificate: update(domain) });
+    await stores.domains.setCertificate(hostname, update(domain));
   }
 
   /**
@@ -146,12 +146,15 @@ export function createCertificateManager(options: ManagerOptions) {
     return work;
   }
 
+  /** Another instance holds the order: wait for its certificate, or for it to give up. */
   async function waitForOther(hostname: string): Promise<StoredCertificate | null> {
     const deadline = now() + waitMs;
     while (now() < deadline) {
-      await new Promise((r) => setTimeout(r, 250));
+      await new Promise((r) => setTimeout(r, 200));
       const stored = await certs.certificates.get(hostname).catch(() => null);
       if (stored && Date.parse(stored.notAfter) > now()) return stored;
+      const domain = await stores.domains.get(hostname).catch(() => null);
+      if (!domain || domain.certificate.status === 'failed') return null;
     }
     return null;
   }
@@ -234,6 +237,10 @@ export function createCertificateManager(options: ManagerOptions) {
       timer = setInterval(run, everyMs);
       timer.unref();
       void run();
+    },
+
+    setPlatform(platform: { cert: string; key: string } | null): void {
+      platformContext = platform ? tls.createSecureContext(platform) : null;
     },
 
     stop(): void {

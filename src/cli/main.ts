@@ -169,6 +169,12 @@ async function runServer(): Promise<void> {
       },
     );
   };
+  process.on('SIGHUP', () => {
+    running.reload().then(
+      () => undefined,
+      (err) => log.error({ problems: (err as { problems?: string[] }).problems ?? [(err as Error).message] }, 'reload refused; the previous configuration stays in force'),
+    );
+  });
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
 }

@@ -19,16 +19,23 @@ const CIPHERS = [
   'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-CHACHA20-POLY1305', 'ECDHE-RSA-CHACHA20-POLY1305',
 ].join(':');
 
+type PlainHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+
+/** Read at every request, so a reload can swap them while connections stay open. */
+export interface ListenerHandlers {
+  edge: Handler;
+  upgrade: (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void;
+  http: PlainHandler;
+  admin: PlainHandler;
+  metricsOnly: PlainHandler;
+}
+
 export interface ListenerDeps {
   config: Config;
   fallback: KeyPair;
   /** the SecureContext for a servername, or null for the fallback certificate */
   secureContext(servername: string): Promise<SecureContext | null>;
-  edge: Handler;
-  upgrade: (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void;
-  http: (req: http.IncomingMessage, res: http.ServerResponse) => void;
-  admin: (req: http.IncomingMessage, res: http.ServerResponse) => void;
-  metricsOnly: ((req: http.IncomingMessage, res: http.ServerResponse) => void) | null;
+  handlers: ListenerHandlers;
   metrics: Metrics;
   trust: Trust;
 }
@@ -37,20 +44,22 @@ export interface Listeners {
   listen(): Promise<void>;
   /** bound ports, useful when configured as 0 */
   ports(): { http: number; https: number; admin: number; metrics: number | null };
+  setTrust(trust: Trust): void;
+  setTimeouts(timeouts: Config['timeouts']): void;
+  setFallback(fallback: KeyPair): void;
   close(graceMs: number): Promise<void>;
 }
 
 export function createListeners(deps: ListenerDeps): Listeners {
-  const { config, metrics } = deps;
-  const t = config.timeouts;
+  const { config, metrics, handlers } = deps;
+  let t = config.timeouts;
+  let trust = deps.trust;
+  const secureOptions = { minVersion: 'TLSv1.2' as const, ciphers: CIPHERS, honorCipherOrder: true, ecdhCurve: 'X25519:P-256:P-384' };
   const https = http2.createSecureServer({
     allowHTTP1: true,
     key: deps.fallback.key,
     cert: deps.fallback.cert,
-    minVersion: 'TLSv1.2',
-    ciphers: CIPHERS,
-    honorCipherOrder: true,
-    ecdhCurve: 'X25519:P-256:P-384',
+    ...secureOptions,
     handshakeTimeout: Math.min(t.headersMs, 10_000),
     settings: { maxConcurrentStreams: 128 },
     SNICallback: (servername, done) => {
@@ -66,22 +75,22 @@ export function createListeners(deps: ListenerDeps): Listeners {
   https.on('secureConnection', () => metrics.tlsHandshakes.inc({ result: 'success' }));
   https.on('tlsClientError', () => metrics.tlsHandshakes.inc({ result: 'failure' }));
 
-  const tracked = trackConnections(https, t.headersMs);
+  const tracked = trackConnections(https, () => t.headersMs);
   https.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
     if (tracked.draining && req.httpVersionMajor === 1) res.setHeader('connection', 'close');
-    deps.edge(req, res);
+    handlers.edge(req, res);
   });
   // HTTP/1.1 Upgrade (WebSocket) requests on the HTTPS listener
-  https.on('upgrade', deps.upgrade);
+  https.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => handlers.upgrade(req, socket, head));
 
-  const plain = (handler: ListenerDeps['http']) =>
-    http.createServer({ headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: checkEvery }, handler);
-  const httpServer = plain(deps.http);
-  const admin = plain(deps.admin);
-  const metricsServer = deps.metricsOnly ? plain(deps.metricsOnly) : null;
+  const plain = (handler: () => PlainHandler) =>
+    http.createServer({ headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: checkEvery }, (req, res) => handler()(req, res));
+  const httpServer = plain(() => handlers.http);
+  const admin = plain(() => handlers.admin);
+  const metricsServer = config.metrics.port !== null ? plain(() => handlers.metricsOnly) : null;
 
   // with PROXY protocol on, the edge listeners accept raw TCP, read the header, then hand over
-  const front = (server: net.Server) => (config.proxyProtocol ? acceptProxyProtocol(server, { trusted: deps.trust }) : server);
+  const front = (server: net.Server) => (config.proxyProtocol ? acceptProxyProtocol(server, { trusted: (address) => trust(address) }) : server);
   const httpsFront = front(https);
   const httpFront = front(httpServer);
 
@@ -108,6 +117,19 @@ export function createListeners(deps: ListenerDeps): Listeners {
       const port = (s: net.Server | null) => (s ? (s.address() as net.AddressInfo).port : null);
       return { https: port(httpsFront)!, http: port(httpFront)!, admin: port(admin)!, metrics: port(metricsServer) };
     },
+    setTrust(next) {
+      trust = next;
+    },
+    setTimeouts(next) {
+      t = next;
+      for (const server of [https, httpServer, admin, metricsServer]) {
+        if (server) Object.assign(server, { headersTimeout: next.headersMs, requestTimeout: next.requestMs, keepAliveTimeout: next.keepAliveMs });
+      }
+      https.setTimeout(Math.max(next.keepAliveMs, next.requestMs));
+    },
+    setFallback(next) {
+      https.setSecureContext({ ...secureOptions, key: next.key, cert: next.cert });
+    },
     async close(graceMs) {
       const closing = bound.map(([server]) => new Promise<void>((resolve) => server.close(() => resolve())));
       if (httpsFront !== https) https.close();
@@ -129,14 +151,14 @@ export function createListeners(deps: ListenerDeps): Listeners {
  * Also gives HTTP/1.1 connections a deadline for their request headers: behind allowHTTP1, Node does
  * not enforce headersTimeout, so a client trickling header bytes (slowloris) would keep its socket.
  */
-function trackConnections(server: http2.Http2SecureServer, headersMs: number) {
+function trackConnections(server: http2.Http2SecureServer, headersMs: () => number) {
   const sockets = new Set<TLSSocket>();
   const sessions = new Set<http2.ServerHttp2Session>();
   const busy = new WeakMap<TLSSocket, number>();
   const deadlines = new WeakMap<TLSSocket, NodeJS.Timeout>();
   const awaitHeaders = (socket: TLSSocket) => {
     clearTimeout(deadlines.get(socket));
-    deadlines.set(socket, setTimeout(() => socket.destroy(), headersMs).unref());
+    deadlines.set(socket, setTimeout(() => socket.destroy(), headersMs()).unref());
   };
   const state = {
     draining: false,

@@ -23,12 +23,11 @@ export interface RouteTable {
   /** replaces everything (start-up, or after a missed change notice) */
   reset(domains: Map<string, DomainRoute>, projects: Map<string, ProjectRoute>): void;
   size(): { domains: number; projects: number };
+  setApiHosts(apiHosts: readonly string[], stagingHosts: readonly string[]): void;
 }
 
 export function createRouteTable(apiHosts: readonly string[], stagingHosts: readonly string[], platformDomain: string): RouteTable {
-  const api = new Map<string, Route>();
-  for (const hostname of apiHosts) api.set(hostname, { kind: 'api', environment: 'production' });
-  for (const hostname of stagingHosts) api.set(hostname, { kind: 'api', environment: 'staging' });
+  let api = apiTable(apiHosts, stagingHosts);
   let domains = new Map<string, DomainRoute>();
   let projects = new Map<string, ProjectRoute>();
   // `<name>.<platform domain>` → project id
@@ -75,5 +74,15 @@ export function createRouteTable(apiHosts: readonly string[], stagingHosts: read
       defaults = new Map([...nextProjects].map(([id, p]) => [`${p.name}${suffix}`, id]));
     },
     size: () => ({ domains: domains.size, projects: projects.size }),
+    setApiHosts(nextApi, nextStaging) {
+      api = apiTable(nextApi, nextStaging);
+    },
   };
+}
+
+function apiTable(apiHosts: readonly string[], stagingHosts: readonly string[]): Map<string, Route> {
+  const api = new Map<string, Route>();
+  for (const hostname of apiHosts) api.set(hostname, { kind: 'api', environment: 'production' });
+  for (const hostname of stagingHosts) api.set(hostname, { kind: 'api', environment: 'staging' });
+  return api;
 }

@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { AppendLog } from './append-log.ts';
-import { routeOf, type Account, type ApiKey, type Category, type Domain, type DomainRoute, type Environment, type Project, type Stores } from './types.ts';
+import { routeOf, type CertificateState, type Account, type ApiKey, type Category, type Domain, type DomainRoute, type Environment, type Project, type Stores } from './types.ts';
 
 type LogRecord =
   | { op: 'put'; t: string; k: string; v: unknown }
@@ -96,7 +96,10 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
   const projects = tables.table<Project>('projects');
   const projectNames = new Map<string, string>();
   for (const project of projects.values()) projectNames.set(project.name, project.id);
-  const domains = tables.table<Domain>('domains');
+  const storedDomains = tables.table<Domain>('domains');
+  const certificateStates = tables.table<CertificateState>('domainCertificates');
+  const withCertificate = (domain: Domain): Domain => ({ ...domain, certificate: certificateStates.get(domain.hostname) ?? { status: 'none' } });
+  const domains = { get: (h: string) => storedDomains.get(h), has: (h: string) => storedDomains.has(h), values: () => storedDomains.values() };
   const history = tables.table<{ accountId: string; removedAt: string }>('domainHistory');
   // claimed synchronously, before the write is durable, so two adds of one name cannot both win
   const claimed = new Set<string>();
@@ -169,8 +172,12 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
       },
     },
     domains: {
-      get: async (hostname) => domains.get(hostname) ?? null,
-      listByProject: async (projectId) => [...domains.values()].filter((d) => d.projectId === projectId).sort((a, b) => a.createdAt.localeCompare(b.createdAt)),
+      get: async (hostname) => {
+        const domain = domains.get(hostname);
+        return domain ? withCertificate(domain) : null;
+      },
+      listByProject: async (projectId) =>
+        [...domains.values()].filter((d) => d.projectId === projectId).sort((a, b) => a.createdAt.localeCompare(b.createdAt)).map(withCertificate),
       create: async (domain) => {
         if (domains.has(domain.hostname) || claimed.has(domain.hostname)) return 'taken';
         claimed.add(domain.hostname);
@@ -184,14 +191,18 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
       update: async (domain) => {
         if (!domains.has(domain.hostname)) return null;
         await tables.put('domains', domain.hostname, domain);
-        return domain;
+        return withCertificate(domain);
+      },
+      setCertificate: async (hostname, certificate) => {
+        if (domains.has(hostname)) await tables.put('domainCertificates', hostname, certificate);
       },
       remove: async (hostname, at) => {
         const domain = domains.get(hostname);
         if (!domain) return null;
         await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at });
         await tables.del('domains', hostname);
-        return domain;
+        await tables.del('domainCertificates', hostname);
+        return withCertificate(domain);
       },
       previousOwner: async (hostname) => history.get(hostname) ?? null,
       routes: async () => {

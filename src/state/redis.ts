@@ -64,9 +64,12 @@ export function connectRedis(url: string, commandTimeoutMs: number): RedisConnec
 export async function openRedisStores({ client, subscriber, health }: RedisConnections, now: () => number = Date.now): Promise<Stores> {
   client.defineCommand('porticoCreateCategory', { numberOfKeys: 2, lua: CREATE_CATEGORY });
   client.defineCommand('porticoRevokeKey', { numberOfKeys: 1, lua: REVOKE_KEY });
+  // a removed domain must not get its certificate state back from a late writer
+  client.defineCommand('porticoSetIfExists', { numberOfKeys: 2, lua: `if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('SET', KEYS[2], ARGV[1]) end return 1` });
   const scripts = client as unknown as {
     porticoCreateCategory(...args: unknown[]): Promise<number>;
     porticoRevokeKey(key: string, at: string): Promise<string | null>;
+    porticoSetIfExists(exists: string, key: string, value: string): Promise<number>;
   };
   const keyCache = new Map<string, Cached<ApiKey | null>>();
   const categoryLists = new Map<Environment, Cached<Category[]>>();
@@ -123,6 +126,20 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
     return text === null ? null : (JSON.parse(text) as T);
   };
   const fresh = <T>(entry: Cached<T>): boolean => now() - entry.at < FRESH_MS;
+
+  /** domains with their certificate state, which lives under its own key */
+  const readDomains = async (hostnames: string[]): Promise<Domain[]> => {
+    if (hostnames.length === 0) return [];
+    const texts = await call(() => client.mget(hostnames.flatMap((h) => [`portico:domain:${h}`, `portico:domain-cert:${h}`])));
+    const out: Domain[] = [];
+    for (let i = 0; i < texts.length; i += 2) {
+      if (texts[i] === null) continue;
+      const domain = JSON.parse(texts[i]!) as Domain;
+      domain.certificate = texts[i + 1] ? JSON.parse(texts[i + 1]!) : { status: 'none' };
+      out.push(domain);
+    }
+    return out;
+  };
 
   const fetchList = (environment: Environment): Promise<Category[]> =>
     readThrough(categoryLists, environment, async () => {
@@ -217,12 +234,13 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
       },
     },
     domains: {
-      get: (hostname) => readJson<Domain>(`portico:domain:${hostname}`),
+      get: async (hostname) => (await readDomains([hostname]))[0] ?? null,
       listByProject: async (projectId) => {
         const hostnames = await call(() => client.smembers(`portico:project:${projectId}:domains`));
-        if (hostnames.length === 0) return [];
-        const texts = await call(() => client.mget(hostnames.map((h) => `portico:domain:${h}`)));
-        return texts.filter((t): t is string => t !== null).map((t) => JSON.parse(t) as Domain).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+        return (await readDomains(hostnames)).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+      },
+      setCertificate: async (hostname, certificate) => {
+        await call(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, JSON.stringify(certificate)));
       },
       create: async (domain) => {
         const claimed = await call(() => client.set(`portico:domain:${domain.hostname}`, JSON.stringify(domain), 'NX'));
@@ -246,13 +264,13 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
         return domain;
       },
       remove: async (hostname, at) => {
-        const domain = await readJson<Domain>(`portico:domain:${hostname}`);
+        const [domain] = await readDomains([hostname]);
         if (!domain) return null;
         await call(() =>
           client
             .multi()
             .set(`portico:domain-history:${hostname}`, JSON.stringify({ accountId: domain.accountId, removedAt: at }), 'EX', HISTORY_SECONDS)
-            .del(`portico:domain:${hostname}`)
+            .del(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`)
             .srem(`portico:project:${domain.projectId}:domains`, hostname)
             .hdel('portico:routes', hostname)
             .hdel('portico:domain-status', hostname)

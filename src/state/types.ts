@@ -145,8 +145,13 @@ export interface DomainStore {
   listByProject(projectId: string): Promise<Domain[]>;
   /** claims the hostname atomically; 'taken' when any project has it already */
   create(domain: Domain): Promise<'taken' | null>;
-  /** replaces the domain; null when it is gone */
+  /** replaces the domain, except its `certificate` (see setCertificate); null when it is gone */
   update(domain: Domain): Promise<Domain | null>;
+  /**
+   * The certificate state alone, kept apart from the rest of the domain so the certificate manager
+   * and owner changes (redirects, primary, HSTS) never overwrite each other. No-op for an unknown domain.
+   */
+  setCertificate(hostname: string, certificate: CertificateState): Promise<void>;
   /** removes it and remembers which account had it (takeover guard); null when unknown */
   remove(hostname: string, at: string): Promise<Domain | null>;
   /** the last account that had this hostname, and when it was removed */

@@ -63,7 +63,7 @@ export async function startPortico(env: Record<string, string> = {}): Promise<In
       done();
     },
   });
-  const running = await serve(config, createLogger(config.log.level, sink));
+  const running = await serve(config, createLogger(config.log.level, sink), { ...process.env, ...full });
   return {
     ports: running.listeners.ports(),
     ca: readFileSync(path.join(config.certsDir, 'fallback.crt'), 'utf8'),

@@ -32,6 +32,7 @@ const patient = createProjectProxy(patientForwarder, { timeoutMs: 60_000, onErro
 /** where the listener sends traffic; each test points it at its own upstream */
 const route = { upstream: '', proxy };
 let upgradeEvents = 0;
+let lastUpgradeSocket: net.Socket | null = null;
 const context = (req: http.IncomingMessage | http2.Http2ServerRequest): ProxyContext => ({ clientIp: req.socket.remoteAddress ?? '', hostname: HOSTNAME, proto: 'https' });
 
 const server = http2.createSecureServer({ allowHTTP1: true, key, cert });
@@ -40,6 +41,7 @@ server.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerRespo
 });
 server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
   upgradeEvents++;
+  lastUpgradeSocket = socket;
   route.proxy.upgrade(req, socket, head, route.upstream, context(req));
 });
 const edgeSockets = new Set<net.Socket>();
@@ -488,11 +490,99 @@ t.test('a WebSocket client leaving before the upgrade closes the upstream socket
   const silent = await silentUpstream();
   t.teardown(() => silent.stop());
   route.upstream = silent.url;
-  t.teardown(() => void (route.upstream = upstream.url));
+  route.proxy = patient;
+  t.teardown(() => void Object.assign(route, { upstream: upstream.url, proxy }));
   reported.length = 0;
   await Promise.all(Array.from({ length: 10 }, () => rawUpgrade('/ws', 'websocket', 50)));
-  await until(() => silent.open() === 0, 2000, 'the upstream sockets of the departed clients to close');
+  await until(() => silent.open() === 0, 500, 'the upstream sockets of the departed clients to close');
   t.same(reported, [], 'a visitor leaving is not an upstream error');
+});
+
+/**
+ * A WebSocket upstream that answers 101 and then ignores the FIN it gets (half-open); it writes a
+ * byte every 20 ms, so it notices (ECONNRESET) only once the proxy has really closed its socket.
+ * With `end`, it ends its side right after the 101 instead.
+ */
+async function halfOpenUpstream(options: { end: boolean }): Promise<{ url: string; open: () => number; stop(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const upstream = net.createServer({ allowHalfOpen: true }, (socket) => {
+    sockets.add(socket);
+    socket.on('error', () => socket.destroy());
+    socket.once('close', () => sockets.delete(socket));
+    let request = '';
+    socket.on('data', (chunk: Buffer) => {
+      request += chunk.toString('latin1');
+      if (!request.includes('\r\n\r\n') || request === 'done') return;
+      request = 'done';
+      socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n');
+      if (options.end) socket.end();
+      else {
+        const ticker = setInterval(() => socket.write('.'), 20);
+        socket.once('close', () => clearInterval(ticker));
+      }
+    });
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+    open: () => sockets.size,
+    stop: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => upstream.close(resolve));
+    },
+  };
+}
+
+/** raw TLS upgrade that resolves once the 101 is in, with the socket still open */
+function openTunnel(path: string, allowHalfOpen = false): Promise<tls.TLSSocket> {
+  return new Promise((resolve, reject) => {
+    // tls.connect honours allowHalfOpen (passed on to its net.Socket); the typings leave it out
+    const socket = tls.connect({ host: '127.0.0.1', port, servername: 'localhost', ca: cert, allowHalfOpen } as tls.ConnectionOptions, () => {
+      socket.write(`GET ${path} HTTP/1.1\r\nHost: ${HOSTNAME}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
+    });
+    socket.on('error', reject);
+    socket.once('data', (chunk: Buffer) => (chunk.toString('latin1').startsWith('HTTP/1.1 101') ? resolve(socket) : reject(new Error(chunk.toString('latin1')))));
+  });
+}
+
+t.test('a WebSocket client leaving closes the upstream socket even when the upstream ignores the FIN', async (t) => {
+  const target = await halfOpenUpstream({ end: false });
+  t.teardown(() => target.stop());
+  route.upstream = target.url;
+  t.teardown(() => void (route.upstream = upstream.url));
+  const tunnel = await openTunnel('/ws');
+  t.equal(target.open(), 1);
+  tunnel.destroy();
+  await until(() => target.open() === 0, 1000, 'the proxy to close its upstream socket');
+  t.pass('closed');
+});
+
+t.test('the upstream ending a WebSocket closes the client socket even when the client ignores the FIN', async (t) => {
+  const target = await halfOpenUpstream({ end: true });
+  t.teardown(() => target.stop());
+  route.upstream = target.url;
+  t.teardown(() => void (route.upstream = upstream.url));
+  const tunnel = await openTunnel('/ws', true);
+  t.teardown(() => tunnel.destroy());
+  const edgeSide = lastUpgradeSocket!;
+  if (!edgeSide.destroyed) await until(() => edgeSide.destroyed, 1000, 'the proxy to close the client socket');
+  t.ok(edgeSide.destroyed, 'the listener\'s socket is closed');
+});
+
+t.test('close() ends the WebSocket tunnels still open', async (t) => {
+  const target = await startUpstream();
+  t.teardown(() => target.stop());
+  const closing = createProjectProxy(forwarder, { timeoutMs: 300, onError: (kind) => reported.push(kind) });
+  route.upstream = target.url;
+  route.proxy = closing;
+  t.teardown(() => void Object.assign(route, { upstream: upstream.url, proxy }));
+  const ws = new WebSocket(`wss://127.0.0.1:${port}/ws`, trust);
+  await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+  const closed = new Promise((resolve) => ws.once('close', resolve));
+  await closing.close();
+  await closed;
+  await target.drained(1000);
+  t.equal(target.openSockets, 0);
 });
 
 t.test('an Upgrade other than WebSocket → 400', async (t) => {

@@ -1,0 +1,27 @@
+// The anchor of the /v1 scenario: a bare Node HTTPS server that answers every request itself with a
+// fixed JSON body (BODY_FILE, else `[]`), keep-alive, with the certificate Portico serves
+// (CERT_FILE / KEY_FILE). SERVER=h2 uses http2.createSecureServer({allowHTTP1}) like Portico's
+// listener; the default is https.createServer. Prints `{"port":N}` once listening.
+import https from 'node:https';
+import http2 from 'node:http2';
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+const body = process.env.BODY_FILE ? readFileSync(process.env.BODY_FILE) : Buffer.from('[]');
+const tls = { key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!) };
+
+const headers = { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length };
+const answer = (req: IncomingMessage | http2.Http2ServerRequest, res: ServerResponse | http2.Http2ServerResponse) => {
+  req.resume();
+  (res as ServerResponse).writeHead(200, headers);
+  res.end(body);
+};
+
+const server = process.env.SERVER === 'h2'
+  ? http2.createSecureServer({ ...tls, allowHTTP1: true }, answer)
+  : https.createServer({ ...tls, keepAliveTimeout: 60_000 }, answer);
+server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
+  process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
+});
+process.on('SIGTERM', () => process.exit(0));

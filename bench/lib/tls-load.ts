@@ -1,0 +1,46 @@
+// Runs bench/tls-client.ts as its own process (on the load side's cores) and reads its summary.
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import type { LoadResult } from './wrk.ts';
+
+const CLIENT = path.join(import.meta.dirname, '..', 'tls-client.ts');
+
+export interface HandshakeRun {
+  port: number;
+  servername: string;
+  hostHeader: string;
+  path: string;
+  concurrency: number;
+  seconds: number;
+  maxRequests: number;
+  resume: boolean;
+  cpus: string | null;
+}
+
+export async function runHandshakes(run: HandshakeRun): Promise<LoadResult> {
+  const { cpus, ...options } = run;
+  const node = [process.execPath, CLIENT, JSON.stringify(options)];
+  const [cmd, argv] = cpus ? ['taskset', ['-c', cpus, ...node]] : [node[0], node.slice(1)];
+  const out = await new Promise<string>((resolve, reject) => {
+    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let text = '';
+    child.stdout.on('data', (d: Buffer) => { text += d; });
+    child.stderr.on('data', (d: Buffer) => { text += d; });
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`handshake client exited with ${code}:\n${text}`))));
+  });
+  const line = out.split('\n').find((l) => l.startsWith('HS_JSON '));
+  if (!line) throw new Error(`handshake client printed no summary:\n${out}`);
+  const r = JSON.parse(line.slice('HS_JSON '.length));
+  const parts = [r.errors ? `tls/socket ${r.errors}` : '', r.badStatus ? `bad status ${r.badStatus}` : ''].filter(Boolean);
+  return {
+    requests: r.requests,
+    seconds: r.seconds,
+    rps: r.requests / r.seconds,
+    p50ms: r.p50ms,
+    p99ms: r.p99ms,
+    errors: r.errors + r.badStatus,
+    errorDetail: parts.join(', '),
+    info: `resumed ${r.requests ? Math.round((r.reused / Math.max(1, r.attempted)) * 100) : 0}%`,
+  };
+}

@@ -1,0 +1,520 @@
+// `npm run bench` — Portico against anchors measured in the same run on the same machine (DESIGN §9,
+// issues 3, 4, 7). Every figure is a ratio to an anchor: absolute numbers on a shared, noisy machine
+// mean little on their own.
+//
+//   a. proxy keep-alive: wrk → HTTPS → Portico → loopback origin, vs nginx (same origin, keep-alive
+//      upstream), vs the origin directly (informational)
+//   b. /v1: authenticated GET /v1/categories with the Redis limiter, vs a bare Node HTTPS server
+//      answering a body of the same size
+//   c. redirect: the plain-HTTP listener's redirect to HTTPS, vs nginx `return 308`
+//   d. full TLS handshake per request (a Node client that never offers a session), vs nginx and a bare
+//      Node HTTPS server
+//   e. resumed handshake per request (wrk with `Connection: close` resumes its session), vs nginx
+//
+// The server under test runs on core 0 (taskset), the load side (wrk, origin, Redis, clients, this
+// script) on the other core(s). Each target is warmed up, then measured REPEATS times, interleaved.
+//
+// Environment: BENCH_QUICK=1 (5 s × 1 instead of 15 s × 3), BENCH_SECONDS, BENCH_REPEATS,
+// BENCH_ONLY=proxy,v1,redirect,handshake,resume, BENCH_PROFILE=proxy|v1 (a --cpu-prof run of Portico
+// afterwards, top self-time functions printed), BENCH_DIST=1 (run dist/ instead of src/).
+import { spawnSync, execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort } from '../test/helpers/free-port.ts';
+import { choosePinning, coreTimes, cpuSeconds, onPath, portFromStdout, processTree, rssMiB, sleep, spawnPinned, stop, stopAll, waitForPort, type Pinning, type Spawned } from './lib/proc.ts';
+import { chooseResolution, runWrk, type LoadResult, type Resolution } from './lib/wrk.ts';
+import { runHandshakes } from './lib/tls-load.ts';
+import { startNginx, type Nginx } from './lib/nginx.ts';
+import { startPortico, provision, type Portico } from './lib/portico.ts';
+import { expectStatus, get } from './lib/check.ts';
+import { summarizeProfile } from './lib/profile.ts';
+
+const QUICK = process.env.BENCH_QUICK === '1';
+const SECONDS = Number(process.env.BENCH_SECONDS ?? (QUICK ? 5 : 15));
+const REPEATS = Number(process.env.BENCH_REPEATS ?? (QUICK ? 1 : 3));
+const WARMUP = QUICK ? 1 : 3;
+const CONNECTIONS = 50;
+const HANDSHAKE_CONCURRENCY = 16;
+const ALL = ['proxy', 'v1', 'redirect', 'handshake', 'resume'] as const;
+type ScenarioId = (typeof ALL)[number];
+const ONLY = new Set((process.env.BENCH_ONLY ?? ALL.join(',')).split(',').map((s) => s.trim()).filter(Boolean));
+const PROFILE = process.env.BENCH_PROFILE === '1' ? 'proxy' : process.env.BENCH_PROFILE ?? '';
+const ROOT = path.resolve(import.meta.dirname, '..');
+
+// ---------------------------------------------------------------------------------------------
+// measurement
+
+interface Target {
+  name: string;
+  /** the server under test for this row: whose CPU and RSS are read */
+  pids: () => number[];
+  /** on the server core (so core-0 time not spent by it is someone else's) */
+  onServerCore: boolean;
+  load: (seconds: number) => Promise<LoadResult>;
+  /** a line of extra facts after the measurement (e.g. resumed share from nginx's log) */
+  after?: () => string | undefined;
+  before?: () => void;
+}
+
+interface Sample extends LoadResult {
+  cpuPct: number;
+  perCpuSecond: number;
+  rss: number;
+  serverCoreOther: number | null;
+  clientCoreBusy: number | null;
+  note?: string;
+}
+
+interface Ratio {
+  label: string;
+  num: string;
+  den: string;
+  metric: 'rps' | 'p99ms' | 'perCpuSecond';
+  target?: { op: '>=' | '<='; value: number };
+}
+
+interface Scenario {
+  id: ScenarioId;
+  title: string;
+  describe: string;
+  targets: Target[];
+  ratios: Ratio[];
+}
+
+interface ScenarioResult {
+  id: ScenarioId;
+  title: string;
+  describe: string;
+  rows: Array<{ name: string; samples: Sample[] }>;
+  ratios: Array<Ratio & { value: number; min: number; max: number }>;
+}
+
+let pinning: Pinning;
+
+async function measure(t: Target, seconds: number): Promise<Sample> {
+  t.before?.();
+  const pids = t.pids();
+  const cpu0 = cpuSeconds(pids);
+  const cores0 = coreTimes();
+  const t0 = performance.now();
+  const r = await t.load(seconds);
+  const wall = (performance.now() - t0) / 1000;
+  const cpu = cpuSeconds(pids) - cpu0;
+  const cores1 = coreTimes();
+  const busy = (core: string | null) => {
+    if (core === null) return null;
+    let b = 0;
+    let total = 0;
+    for (const c of expand(core)) {
+      const a = cores0.get(c);
+      const z = cores1.get(c);
+      if (!a || !z) return null;
+      b += z.busy - a.busy;
+      total += z.total - a.total;
+    }
+    return total > 0 ? (b / total) * 100 : null;
+  };
+  const cpuPct = (cpu / wall) * 100;
+  const serverBusy = busy(pinning.server);
+  return {
+    ...r,
+    cpuPct,
+    perCpuSecond: cpu > 0 ? r.requests / cpu : 0,
+    rss: rssMiB(pids),
+    serverCoreOther: serverBusy === null || !t.onServerCore ? null : Math.max(0, serverBusy - cpuPct),
+    clientCoreBusy: busy(pinning.client),
+    note: t.after?.(),
+  };
+}
+
+function expand(cores: string): number[] {
+  return cores.split(',').flatMap((part) => {
+    const [a, b] = part.split('-').map(Number);
+    return b === undefined ? [a] : Array.from({ length: b - a + 1 }, (_, i) => a + i);
+  });
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+async function runScenario(s: Scenario): Promise<ScenarioResult> {
+  console.log(`\n## ${s.title}\n${s.describe}`);
+  for (const t of s.targets) await t.load(WARMUP).catch((err) => console.log(`  warm-up of ${t.name} failed: ${(err as Error).message.split('\n')[0]}`));
+  const samples = new Map<string, Sample[]>(s.targets.map((t) => [t.name, []]));
+  for (let r = 0; r < REPEATS; r++) {
+    // alternate the order so a drift in machine load does not always favour the same target
+    const order = r % 2 === 0 ? s.targets : [...s.targets].reverse();
+    for (const t of order) {
+      const sample = await measure(t, SECONDS);
+      samples.get(t.name)!.push(sample);
+      process.stdout.write(`  [${r + 1}/${REPEATS}] ${t.name}: ${fmtInt(sample.rps)} req/s, p99 ${fmt(sample.p99ms)} ms, CPU ${fmt(sample.cpuPct, 0)}%${sample.errors ? `, errors: ${sample.errorDetail}` : ''}${sample.note ? `, ${sample.note}` : ''}\n`);
+    }
+  }
+  const pick = (name: string, metric: Ratio['metric']) => samples.get(name)!.map((x) => x[metric]);
+  const ratios = s.ratios.map((ratio) => {
+    const num = pick(ratio.num, ratio.metric);
+    const den = pick(ratio.den, ratio.metric);
+    const each = num.map((n, i) => n / den[i]);
+    return { ...ratio, value: median(num) / median(den), min: Math.min(...each), max: Math.max(...each) };
+  });
+  const result: ScenarioResult = { id: s.id, title: s.title, describe: s.describe, rows: s.targets.map((t) => ({ name: t.name, samples: samples.get(t.name)! })), ratios };
+  printScenario(result);
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// output
+
+const fmt = (n: number | null | undefined, digits = 2) => (n === null || n === undefined || !Number.isFinite(n) ? '–' : n.toFixed(digits));
+const fmtInt = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '–');
+
+function table(header: string[], rows: string[][], alignLeft = 1): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i < alignLeft ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+}
+
+function printScenario(r: ScenarioResult): void {
+  const rows = r.rows.map(({ name, samples }) => {
+    const rps = samples.map((s) => s.rps);
+    const errors = samples.reduce((a, s) => a + s.errors, 0);
+    const others = samples.map((s) => s.serverCoreOther).filter((x): x is number => x !== null);
+    const clients = samples.map((s) => s.clientCoreBusy).filter((x): x is number => x !== null);
+    return [
+      name,
+      fmtInt(median(rps)),
+      samples.length > 1 ? `${fmtInt(Math.min(...rps))}–${fmtInt(Math.max(...rps))}` : '–',
+      fmt(median(samples.map((s) => s.p50ms))),
+      fmt(median(samples.map((s) => s.p99ms))),
+      fmt(median(samples.map((s) => s.cpuPct)), 0),
+      fmtInt(median(samples.map((s) => s.perCpuSecond))),
+      fmt(Math.max(...samples.map((s) => s.rss)), 0),
+      others.length ? fmt(median(others), 0) : '–',
+      clients.length ? fmt(median(clients), 0) : '–',
+      errors ? `${errors} (${samples.find((s) => s.errors)?.errorDetail})` : '0',
+    ];
+  });
+  console.log('');
+  console.log(table(['target', 'req/s', 'min–max', 'p50 ms', 'p99 ms', 'CPU %', 'req/CPU-s', 'RSS MiB', 'core0 other %', 'load cores %', 'errors'], rows));
+  const notes = r.rows.flatMap(({ name, samples }) => samples.map((s) => s.note).filter(Boolean).slice(0, 1).map((n) => `${name}: ${n}`));
+  if (notes.length) console.log(notes.map((n) => `  ${n}`).join('\n'));
+  for (const ratio of r.ratios) console.log(`  ${ratioLine(ratio)}`);
+}
+
+function verdict(ratio: { value: number; target?: Ratio['target'] }): string {
+  if (!ratio.target) return 'info';
+  const ok = ratio.target.op === '>=' ? ratio.value >= ratio.target.value : ratio.value <= ratio.target.value;
+  return ok ? 'PASS' : 'FAIL';
+}
+
+function ratioLine(ratio: ScenarioResult['ratios'][number]): string {
+  const range = REPEATS > 1 ? ` (per repeat ${fmt(ratio.min)}–${fmt(ratio.max)})` : '';
+  const target = ratio.target ? `, target ${ratio.target.op === '>=' ? '≥' : '≤'} ${ratio.target.value}: ${verdict(ratio)}` : '';
+  return `${ratio.label}: ${fmt(ratio.value)}${range}${target}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// tools
+
+function ensureTools(): { wrk: boolean; nginx: boolean; redis: boolean; notes: string[] } {
+  const needed: Array<[string, string]> = [['wrk', 'wrk'], ['nginx', 'nginx'], ['redis-server', 'redis-server']];
+  const notes: string[] = [];
+  const missing = needed.filter(([bin]) => !onPath(bin)).map(([, pkg]) => pkg);
+  if (missing.length) {
+    if (process.getuid?.() === 0 && existsSync('/usr/bin/apt-get')) {
+      console.log(`installing ${missing.join(' ')} with apt-get`);
+      const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+      try {
+        execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+        execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing], { stdio: 'inherit', env });
+      } catch (err) {
+        notes.push(`apt-get install ${missing.join(' ')} failed: ${(err as Error).message.split('\n')[0]}`);
+      }
+    } else {
+      notes.push(`not installed and not root on Debian: ${missing.join(' ')} (sudo apt-get install -y ${missing.join(' ')})`);
+    }
+  }
+  return { wrk: onPath('wrk'), nginx: onPath('nginx'), redis: onPath('redis-server'), notes };
+}
+
+function version(cmd: string, args: string[]): string {
+  const out = spawnSync(cmd, args, { encoding: 'utf8' });
+  return `${out.stdout ?? ''}${out.stderr ?? ''}`.split('\n').find(Boolean)?.trim() ?? '?';
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const cores = os.availableParallelism();
+  pinning = choosePinning(cores);
+  if (pinning.client) spawnSync('taskset', ['-a', '-p', '-c', pinning.client, String(process.pid)], { stdio: 'ignore' });
+  const tools = ensureTools();
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'portico-bench-'));
+  const skipped: string[] = [];
+  const results: ScenarioResult[] = [];
+  const started = new Date();
+  let portico: Portico | undefined;
+  let nginx: Nginx | undefined;
+  let origin: Spawned | undefined;
+  let redis: Spawned | undefined;
+  let bare: Spawned | undefined;
+
+  console.log(`# Portico bench — ${QUICK ? 'quick' : 'full'} run, ${SECONDS} s × ${REPEATS} per target (warm-up ${WARMUP} s), ${CONNECTIONS} connections`);
+  console.log(`machine: ${os.cpus()[0]?.model ?? '?'} × ${cores}, load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, Node ${process.version}`);
+  console.log(`tools: ${tools.wrk ? version('wrk', ['-v']).replace(/ Copyright.*/, '') : 'wrk missing'}; ${tools.nginx ? version('nginx', ['-v']) : 'nginx missing'}; ${tools.redis ? version('redis-server', ['--version']).split(' ').slice(0, 3).join(' ') : 'redis-server missing'}`);
+  console.log(`pinning: ${pinning.note}`);
+  for (const note of tools.notes) console.log(`note: ${note}`);
+  const resolution: Resolution = chooseResolution(tmp);
+  console.log(`SNI: ${resolution.note}`);
+
+  const cleanup = async () => {
+    await stopAll();
+    rmSync(tmp, { recursive: true, force: true });
+  };
+  process.once('SIGINT', () => { void cleanup().then(() => process.exit(130)); });
+
+  try {
+    // --- the load side: origin and Redis
+    origin = spawnPinned('origin', pinning.client, process.execPath, [path.join(import.meta.dirname, 'origin.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const originPort = await portFromStdout(origin);
+    let redisUrl: string | undefined;
+    if (tools.redis) {
+      const port = await freePort();
+      mkdirSync(path.join(tmp, 'redis'));
+      redis = spawnPinned('redis', pinning.client, 'redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', path.join(tmp, 'redis')]);
+      await waitForPort(port);
+      redisUrl = `redis://127.0.0.1:${port}`;
+    }
+
+    // --- Portico
+    const certsDir = path.join(tmp, 'certs');
+    const startOne = (nodeArgs: string[] = []) => startPortico({ dataDir: path.join(tmp, 'data'), certsDir, logFile: path.join(tmp, 'portico.log'), cpus: pinning.server, redisUrl, nodeArgs });
+    portico = await startOne();
+    console.log(`Portico: ${path.relative(ROOT, portico.entry)}, pid ${portico.process.pid}, state ${redisUrl ? 'in Redis (PORTICO_REDIS_URL)' : 'embedded (no redis-server)'}, access log on → file`);
+    const { key } = await provision(portico, originPort);
+    const auth = { authorization: `Bearer ${key}` };
+    for (const [name, description] of [['Dogs', 'Loyal companions'], ['Cats', 'Independent spirits'], ['Birds', 'Feathered friends']]) {
+      await expectStatus('POST /v1/categories', get({ scheme: 'https', port: portico.https, hostname: 'api.localhost', path: '/v1/categories', method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name, description }) }), 201);
+    }
+    const proxied = await expectStatus('Portico → origin', get({ scheme: 'https', port: portico.https, hostname: 'bench.localhost', path: '/' }), 200);
+    if (proxied.body.length !== 100) throw new Error(`Portico → origin: expected the origin's 100-byte body, got ${proxied.body.length} bytes`);
+    const v1Body = (await expectStatus('GET /v1/categories', get({ scheme: 'https', port: portico.https, hostname: 'api.localhost', path: '/v1/categories', headers: auth }), 200)).body;
+    writeFileSync(path.join(tmp, 'v1-body.json'), v1Body);
+
+    // --- anchors
+    if (tools.nginx) {
+      try {
+        nginx = await startNginx(path.join(tmp, 'nginx'), { certFile: portico.certFile, keyFile: portico.keyFile, originPort, cpus: pinning.server });
+        await expectStatus('nginx → origin', get({ scheme: 'https', port: nginx.https, hostname: 'bench.localhost', path: '/' }), 200);
+      } catch (err) {
+        console.log(`note: nginx did not start, its scenarios are skipped: ${(err as Error).message.split('\n')[0]}`);
+        await stop(nginx?.process);
+        nginx = undefined;
+      }
+    } else {
+      console.log('note: nginx is not installed: the nginx anchors (proxy, redirect, handshakes) are skipped');
+    }
+    bare = spawnPinned('bare-https', pinning.server, process.execPath, [path.join(import.meta.dirname, 'bare-https.ts')], {
+      env: { ...process.env, CERT_FILE: portico.certFile, KEY_FILE: portico.keyFile, BODY_FILE: path.join(tmp, 'v1-body.json') },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const barePort = await portFromStdout(bare);
+    const bareAnswer = await expectStatus('bare HTTPS', get({ scheme: 'https', port: barePort, hostname: 'api.localhost', path: '/v1/categories' }), 200);
+    if (!bareAnswer.body.equals(v1Body)) throw new Error('bare HTTPS server does not answer the /v1 body');
+
+    const pidsOf = (p: Spawned) => () => processTree(p.pid);
+    const truncate = (file: string) => () => {
+      if (existsSync(file)) truncateSync(file, 0);
+    };
+    const porticoPids = () => processTree(portico!.process.pid);
+    const wrk = (port: number, hostname: string, urlPath: string, extra: { scheme?: 'http' | 'https'; headers?: Record<string, string> } = {}) => (seconds: number) =>
+      runWrk({ scheme: extra.scheme ?? 'https', hostname, port, path: urlPath, headers: extra.headers, connections: CONNECTIONS, seconds, cpus: pinning.client, resolution });
+    const handshakes = (port: number, hostname: string, urlPath: string, resume: boolean) => (seconds: number) =>
+      runHandshakes({ port, servername: hostname, hostHeader: hostname, path: urlPath, concurrency: HANDSHAKE_CONCURRENCY, seconds, maxRequests: 250_000, resume, cpus: pinning.client });
+    const nginxReuse = () => {
+      if (!nginx || !existsSync(nginx.accessLog)) return undefined;
+      const lines = readFileSync(nginx.accessLog, 'utf8').split('\n').filter(Boolean);
+      const reused = lines.filter((l) => l.endsWith('reused=r')).length;
+      return lines.length ? `resumed ${Math.round((reused / lines.length) * 100)}% (nginx log)` : undefined;
+    };
+    const clearLogs = () => {
+      truncate(portico!.logFile)();
+      if (nginx) truncate(nginx.accessLog)();
+    };
+
+    const scenarios: Scenario[] = [];
+    if (!tools.wrk) skipped.push('proxy, /v1, redirect, resumed: wrk is not installed');
+    if (tools.wrk && ONLY.has('proxy')) {
+      const targets: Target[] = [
+        { name: 'Portico → origin', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.https, 'bench.localhost', '/') },
+      ];
+      if (nginx) targets.push({ name: 'nginx → origin', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, load: wrk(nginx.https, 'bench.localhost', '/') });
+      targets.push({ name: 'origin direct (http, info)', pids: pidsOf(origin), onServerCore: false, load: wrk(originPort, '127.0.0.1', '/', { scheme: 'http' }) });
+      scenarios.push({
+        id: 'proxy',
+        title: 'a. proxy keep-alive (custom-domain route: bench.localhost → loopback origin)',
+        describe: `wrk -t1 -c${CONNECTIONS}, HTTPS keep-alive, GET / answered by the origin with 100 bytes; Portico and nginx on one core; the origin on the load core`,
+        targets,
+        ratios: nginx
+          ? [
+              { label: 'Portico ÷ nginx req/s', num: 'Portico → origin', den: 'nginx → origin', metric: 'rps', target: { op: '>=', value: 0.3 } },
+              { label: 'Portico ÷ nginx p99', num: 'Portico → origin', den: 'nginx → origin', metric: 'p99ms', target: { op: '<=', value: 2 } },
+              { label: 'Portico ÷ nginx req per CPU-second', num: 'Portico → origin', den: 'nginx → origin', metric: 'perCpuSecond' },
+            ]
+          : [],
+      });
+      if (!nginx) skipped.push('a. proxy vs nginx: nginx unavailable (Portico and origin measured only)');
+    }
+    if (tools.wrk && ONLY.has('v1')) {
+      if (!redisUrl) skipped.push('b. /v1 with the Redis limiter: redis-server is not installed');
+      else {
+        scenarios.push({
+          id: 'v1',
+          title: 'b. /v1 authenticated GET /v1/categories (Redis state and limiter)',
+          describe: `wrk -t1 -c${CONNECTIONS}, HTTPS keep-alive, Authorization: Bearer <key>, ${v1Body.length}-byte JSON body; the bare Node HTTPS server answers the same body itself`,
+          targets: [
+            { name: 'Portico /v1', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.https, 'api.localhost', '/v1/categories', { headers: auth }) },
+            { name: 'bare Node HTTPS', pids: pidsOf(bare), onServerCore: true, load: wrk(barePort, 'api.localhost', '/v1/categories') },
+          ],
+          ratios: [
+            { label: 'Portico ÷ bare req/s', num: 'Portico /v1', den: 'bare Node HTTPS', metric: 'rps', target: { op: '>=', value: 0.75 } },
+            { label: 'Portico ÷ bare p99', num: 'Portico /v1', den: 'bare Node HTTPS', metric: 'p99ms', target: { op: '<=', value: 2 } },
+            { label: 'Portico ÷ bare req per CPU-second', num: 'Portico /v1', den: 'bare Node HTTPS', metric: 'perCpuSecond' },
+          ],
+        });
+      }
+    }
+    if (tools.wrk && ONLY.has('redirect')) {
+      await expectStatus('Portico redirect', get({ scheme: 'http', port: portico.http, hostname: 'bench.localhost', path: '/docs/start?x=1' }), 308);
+      const targets: Target[] = [{ name: 'Portico HTTP → 308', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.http, 'bench.localhost', '/docs/start?x=1', { scheme: 'http', headers: { host: 'bench.localhost' } }) }];
+      if (nginx) targets.push({ name: 'nginx return 308', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, load: wrk(nginx.http, 'bench.localhost', '/docs/start?x=1', { scheme: 'http', headers: { host: 'bench.localhost' } }) });
+      else skipped.push('c. redirect vs nginx: nginx unavailable');
+      scenarios.push({
+        id: 'redirect',
+        title: 'c. redirect (plain HTTP listener → https://<host><path>)',
+        describe: `wrk -t1 -c${CONNECTIONS}, HTTP keep-alive, every request answered 308 with Location`,
+        targets,
+        ratios: nginx ? [{ label: 'Portico ÷ nginx req/s', num: 'Portico HTTP → 308', den: 'nginx return 308', metric: 'rps' }, { label: 'Portico ÷ nginx p99', num: 'Portico HTTP → 308', den: 'nginx return 308', metric: 'p99ms' }] : [],
+      });
+    }
+    if (ONLY.has('handshake')) {
+      const targets: Target[] = [{ name: 'Portico (proxy)', pids: porticoPids, onServerCore: true, before: clearLogs, load: handshakes(portico.https, 'bench.localhost', '/', false) }];
+      if (nginx) targets.push({ name: 'nginx (proxy)', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, load: handshakes(nginx.https, 'bench.localhost', '/', false) });
+      else skipped.push('d. full handshakes vs nginx: nginx unavailable');
+      targets.push({ name: 'bare Node HTTPS (info)', pids: pidsOf(bare), onServerCore: true, load: handshakes(barePort, 'bench.localhost', '/', false) });
+      scenarios.push({
+        id: 'handshake',
+        title: 'd. full TLS handshake per request (no session offered)',
+        describe: `bench/tls-client.ts, ${HANDSHAKE_CONCURRENCY} concurrent loops of connect (TLS 1.3, X25519, ECDSA P-256) → GET / (Connection: close) → close, on the load core. The client may be the bottleneck, so "req/CPU-s" (handshakes per second of server CPU) is the per-core figure`,
+        targets,
+        ratios: nginx
+          ? [
+              { label: 'Portico ÷ nginx handshakes per CPU-second', num: 'Portico (proxy)', den: 'nginx (proxy)', metric: 'perCpuSecond', target: { op: '>=', value: 0.9 } },
+              { label: 'Portico ÷ nginx req/s (client-bound when both CPU% < 100)', num: 'Portico (proxy)', den: 'nginx (proxy)', metric: 'rps' },
+              { label: 'Portico ÷ nginx p99', num: 'Portico (proxy)', den: 'nginx (proxy)', metric: 'p99ms' },
+            ]
+          : [],
+      });
+    }
+    if (tools.wrk && ONLY.has('resume')) {
+      const headers = { connection: 'close' };
+      const targets: Target[] = [{ name: 'Portico (proxy)', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.https, 'bench.localhost', '/', { headers }) }];
+      if (nginx) targets.push({ name: 'nginx (proxy)', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, after: nginxReuse, load: wrk(nginx.https, 'bench.localhost', '/', { headers }) });
+      else skipped.push('e. resumed handshakes vs nginx: nginx unavailable');
+      scenarios.push({
+        id: 'resume',
+        title: 'e. resumed TLS handshake per request',
+        describe: `wrk -t1 -c${CONNECTIONS} with Connection: close: a new connection per request, resuming wrk's previous session (TLS 1.3 ticket)`,
+        targets,
+        ratios: nginx
+          ? [
+              { label: 'Portico ÷ nginx req/s', num: 'Portico (proxy)', den: 'nginx (proxy)', metric: 'rps' },
+              { label: 'Portico ÷ nginx req per CPU-second', num: 'Portico (proxy)', den: 'nginx (proxy)', metric: 'perCpuSecond' },
+              { label: 'Portico ÷ nginx p99', num: 'Portico (proxy)', den: 'nginx (proxy)', metric: 'p99ms' },
+            ]
+          : [],
+      });
+      const resumes = await ticketResumes(portico.https);
+      console.log(`\nnote: a second Node connection to Portico offering the first one's ticket ${resumes ? 'was resumed' : 'was NOT resumed (scenario e measures full handshakes for Portico)'}`);
+    }
+    for (const id of ALL) if (!ONLY.has(id)) skipped.push(`${id}: not in BENCH_ONLY`);
+    skipped.push('100k-domain scale (startup, RSS, cold handshake from storage): not in this suite yet');
+    skipped.push('cluster scaling curve: one worker only (2 cores: one for the server, one for the load)');
+
+    for (const s of scenarios) results.push(await runScenario(s));
+
+    // --- summary
+    console.log('\n## Summary (ratios of medians; targets from DESIGN §9)');
+    const rows = results.flatMap((r) => r.ratios.map((x) => [r.title.split(' ')[0] + ' ' + x.label, fmt(x.value), REPEATS > 1 ? `${fmt(x.min)}–${fmt(x.max)}` : '–', x.target ? `${x.target.op === '>=' ? '≥' : '≤'} ${x.target.value}` : '–', verdict(x)]));
+    console.log(table(['ratio', 'value', 'per repeat', 'target', 'verdict'], rows));
+    if (skipped.length) console.log(`skipped:\n${skipped.map((s) => `  - ${s}`).join('\n')}`);
+
+    // --- optional profile
+    let profile: ReturnType<typeof summarizeProfile> | undefined;
+    if (PROFILE && tools.wrk) {
+      profile = await profileRun(PROFILE === 'v1' ? 'v1' : 'proxy', { startOne, stopMain: () => stop(portico!.process, 15_000), auth, resolution, tmp });
+      portico = undefined;
+    }
+
+    const out = path.join(import.meta.dirname, 'results');
+    mkdirSync(out, { recursive: true });
+    const file = path.join(out, `${QUICK ? 'quick' : 'full'}-${started.toISOString().replace(/[:.]/g, '-')}.json`);
+    writeFileSync(file, JSON.stringify({ started, quick: QUICK, seconds: SECONDS, repeats: REPEATS, connections: CONNECTIONS, machine: { cpu: os.cpus()[0]?.model, cores, loadavg: os.loadavg() }, pinning, resolution: resolution.mode, results, skipped, profile }, null, 2));
+    console.log(`\nresults: ${path.relative(process.cwd(), file)} (${((Date.now() - started.getTime()) / 1000).toFixed(0)} s)`);
+  } finally {
+    await cleanup();
+  }
+}
+
+/** Whether Portico resumes a TLS session from a ticket it issued (a Node client offering it). */
+async function ticketResumes(port: number): Promise<boolean> {
+  const tls = await import('node:tls');
+  const connect = (session?: Buffer) => new Promise<{ reused: boolean; session?: Buffer }>((resolve, reject) => {
+    let ticket: Buffer | undefined;
+    let reused = false;
+    const socket = tls.connect({ host: '127.0.0.1', port, servername: 'bench.localhost', rejectUnauthorized: false, session });
+    socket.on('session', (s: Buffer) => { ticket = s; });
+    socket.once('secureConnect', () => {
+      reused = socket.isSessionReused();
+      socket.write('GET / HTTP/1.1\r\nHost: bench.localhost\r\nConnection: close\r\n\r\n');
+    });
+    socket.on('data', () => undefined);
+    socket.once('error', reject);
+    socket.once('close', () => resolve({ reused, session: ticket }));
+  });
+  const first = await connect();
+  if (!first.session) return false;
+  return (await connect(first.session)).reused;
+}
+
+async function profileRun(which: 'proxy' | 'v1', ctx: { startOne: (args: string[]) => Promise<Portico>; stopMain: () => Promise<void>; auth: Record<string, string>; resolution: Resolution; tmp: string }) {
+  console.log(`\n## CPU profile of Portico (${which}, ${SECONDS} s under wrk -c${CONNECTIONS}, node --cpu-prof)`);
+  await ctx.stopMain();
+  const dir = path.join(ctx.tmp, 'profile');
+  mkdirSync(dir, { recursive: true });
+  // same Redis and certs dir: the project and the key are there already
+  const p = await ctx.startOne(['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+  const load = (seconds: number) => runWrk({ scheme: 'https', hostname: which === 'v1' ? 'api.localhost' : 'bench.localhost', port: p.https, path: which === 'v1' ? '/v1/categories' : '/', headers: which === 'v1' ? ctx.auth : undefined, connections: CONNECTIONS, seconds, cpus: pinning.client, resolution: ctx.resolution });
+  await load(WARMUP);
+  const r = await load(SECONDS);
+  console.log(`under the profiler: ${fmtInt(r.rps)} req/s, p99 ${fmt(r.p99ms)} ms`);
+  await stop(p.process, 15_000);
+  for (let i = 0; i < 50 && !readdirSync(dir).some((f) => f.endsWith('.cpuprofile')); i++) await sleep(100);
+  const file = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(dir, f)).sort((a, b) => statSync(b).size - statSync(a).size)[0];
+  if (!file) {
+    console.log('no .cpuprofile was written');
+    return undefined;
+  }
+  const summary = summarizeProfile(file, 20);
+  console.log(`busy ${(summary.busyMs / 1000).toFixed(1)} s (start-up included); self time, share of busy:`);
+  console.log(table(['function', '%'], summary.functions.map((f) => [f.name, fmt(f.pct, 1)])));
+  console.log('');
+  console.log(table(['module', '%'], summary.modules.map((m) => [m.name, fmt(m.pct, 1)])));
+  return summary;
+}
+
+await main();

@@ -1,0 +1,128 @@
+// A real ACME CA for tests: pebble (Debian package `pebble`), started on free ports per call.
+//
+// pebble 2.4.0 ships no certificate for its own HTTPS listener (ACME and management share it), so
+// one is made here for localhost/127.0.0.1 (ECDSA P-256; Go's TLS stack serves it) and handed back
+// as `caCertPem`/`caCertFile`: pass it to the issuer's `ca` option, or to curl --cacert. TLS
+// verification is never turned off.
+//
+// Its VA resolves names through `dnsServer` (challtestsrv) and fetches HTTP-01 from
+// <resolved IP>:httpPort, so `httpPort` is the port of the HTTP listener under test. The issuing
+// root and intermediate are new on every start: fetch them with rootPem()/intermediatePem().
+//
+// pebble has no API that counts orders; orders() counts the `Added order "<id>" to the db` lines
+// its WFE logs once per new order (it also logs "There are now N orders in the db").
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { selfSigned } from '../../src/certs/fallback.ts';
+import { freePort } from './free-port.ts';
+
+export interface Pebble {
+  directoryUrl: string;
+  /** the certificate of pebble's own HTTPS listener (ACME and management) */
+  caCertFile: string;
+  caCertPem: string;
+  /** the root that signs issued chains (new on every start) */
+  rootPem(): Promise<string>;
+  intermediatePem(): Promise<string>;
+  /** orders pebble created since it started, counted from its log */
+  orders(): number;
+  /** pebble's log so far (stdout and stderr), for failure messages */
+  log(): string;
+  stop(): Promise<void>;
+}
+
+const ORDER_LINE = /Added order "[^"]+" to the db/g;
+
+export async function startPebble({ httpPort, dnsServer }: { httpPort: number; dnsServer: string }): Promise<Pebble> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'portico-pebble-'));
+  const [listenPort, managementPort, tlsPort] = await Promise.all([freePort(), freePort(), freePort()]);
+  const listener = await selfSigned(['localhost', '127.0.0.1'], 2);
+  const caCertFile = path.join(dir, 'cert.pem');
+  const keyFile = path.join(dir, 'key.pem');
+  writeFileSync(caCertFile, listener.cert);
+  writeFileSync(keyFile, listener.key, { mode: 0o600 });
+  const configFile = path.join(dir, 'pebble-config.json');
+  writeFileSync(configFile, JSON.stringify({
+    pebble: {
+      listenAddress: `127.0.0.1:${listenPort}`,
+      managementListenAddress: `127.0.0.1:${managementPort}`,
+      certificate: caCertFile,
+      privateKey: keyFile,
+      httpPort,
+      tlsPort,
+      ocspResponderURL: '',
+      externalAccountBindingRequired: false,
+    },
+  }));
+
+  const child: ChildProcess = spawn('pebble', ['-config', configFile, '-dnsserver', dnsServer], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // no sleep before validation, no bad-nonce injection, no authorisation reuse: every issue is a
+    // full order, and fast
+    env: { ...process.env, PEBBLE_VA_NOSLEEP: '1', PEBBLE_WFE_NONCEREJECT: '0', PEBBLE_AUTHZREUSE: '0' },
+  });
+  let output = '';
+  const collect = (chunk: Buffer) => { output += chunk.toString(); };
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+  const spawned = new Promise<void>((resolve, reject) => {
+    child.once('spawn', resolve);
+    child.once('error', (err) => reject(new Error('starting pebble (Debian package `pebble`)', { cause: err })));
+  });
+  const exited = () => new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once('exit', () => resolve());
+  });
+  const stop = async () => {
+    child.kill('SIGKILL');
+    await exited();
+    rmSync(dir, { recursive: true, force: true });
+  };
+
+  const get = (url: string) => new Promise<string>((resolve, reject) => {
+    https.get(url, { ca: listener.cert }, (response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => { body += chunk; });
+      response.on('end', () => {
+        if (response.statusCode === 200) resolve(body);
+        else reject(new Error(`pebble GET ${url}: ${response.statusCode} ${body}`));
+      });
+      response.on('error', reject);
+    }).on('error', reject);
+  });
+
+  const directoryUrl = `https://127.0.0.1:${listenPort}/dir`;
+  const management = `https://127.0.0.1:${managementPort}`;
+  try {
+    await spawned;
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      try {
+        await Promise.all([get(directoryUrl), get(`${management}/roots/0`)]);
+        break;
+      } catch (err) {
+        if (child.exitCode !== null) throw new Error(`pebble exited with ${child.exitCode}: ${output}`);
+        if (Date.now() > deadline) throw new Error(`pebble did not answer on ${directoryUrl}: ${output}`, { cause: err });
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+
+  return {
+    directoryUrl,
+    caCertFile,
+    caCertPem: listener.cert,
+    rootPem: () => get(`${management}/roots/0`),
+    intermediatePem: () => get(`${management}/intermediates/0`),
+    orders: () => output.match(ORDER_LINE)?.length ?? 0,
+    log: () => output,
+    stop,
+  };
+}
