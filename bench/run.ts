@@ -22,7 +22,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../test/helpers/free-port.ts';
-import { choosePinning, coreTimes, cpuSeconds, onPath, portFromStdout, processTree, rssMiB, sleep, spawnPinned, stop, stopAll, waitForPort, type Pinning, type Spawned } from './lib/proc.ts';
+import { NICE, choosePinning, coreTimes, cpuSeconds, onPath, portFromStdout, processTree, rssMiB, sleep, spawnPinned, stop, stopAll, waitForPort, type Pinning, type Spawned } from './lib/proc.ts';
 import { chooseResolution, runWrk, type LoadResult, type Resolution } from './lib/wrk.ts';
 import { runHandshakes } from './lib/tls-load.ts';
 import { startNginx, type Nginx } from './lib/nginx.ts';
@@ -252,6 +252,7 @@ async function main(): Promise<void> {
   const cores = os.availableParallelism();
   pinning = choosePinning(cores);
   if (pinning.client) spawnSync('taskset', ['-a', '-p', '-c', pinning.client, String(process.pid)], { stdio: 'ignore' });
+  if (NICE) spawnSync('renice', ['-n', String(NICE), '-p', String(process.pid)], { stdio: 'ignore' });
   const tools = ensureTools();
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'portico-bench-'));
   const skipped: string[] = [];
@@ -266,8 +267,16 @@ async function main(): Promise<void> {
   console.log(`# Portico bench — ${QUICK ? 'quick' : 'full'} run, ${SECONDS} s × ${REPEATS} per target (warm-up ${WARMUP} s), ${CONNECTIONS} connections`);
   console.log(`machine: ${os.cpus()[0]?.model ?? '?'} × ${cores}, load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, Node ${process.version}`);
   console.log(`tools: ${tools.wrk ? version('wrk', ['-v']).replace(/ Copyright.*/, '') : 'wrk missing'}; ${tools.nginx ? version('nginx', ['-v']) : 'nginx missing'}; ${tools.redis ? version('redis-server', ['--version']).split(' ').slice(0, 3).join(' ') : 'redis-server missing'}`);
-  console.log(`pinning: ${pinning.note}`);
+  console.log(`pinning: ${pinning.note}; priority: ${NICE ? `nice ${NICE} for the bench's processes (BENCH_NICE=0: off)` : 'normal'}`);
   for (const note of tools.notes) console.log(`note: ${note}`);
+  const idle0 = coreTimes();
+  await sleep(1000);
+  const idle1 = coreTimes();
+  const busyNow = [...idle1].map(([core, t]) => {
+    const a = idle0.get(core)!;
+    return `core ${core} ${Math.round(((t.busy - a.busy) / Math.max(1e-9, t.total - a.total)) * 100)}%`;
+  });
+  console.log(`already busy before the bench (1 s sample, other work on the machine): ${busyNow.join(', ')}`);
   const resolution: Resolution = chooseResolution(tmp);
   console.log(`SNI: ${resolution.note}`);
 

@@ -2,8 +2,6 @@
 // The only file that names concrete backends. A reload builds the config-dependent handlers anew and
 // swaps them in; listeners, stores and connections stay, so nothing in flight is dropped.
 import { mkdirSync, readFileSync, existsSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import { loadConfig, type Config } from './config.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
@@ -14,7 +12,8 @@ import type { RateLimiter } from './ratelimit/limiter.ts';
 import { MemoryLimiter } from './ratelimit/memory-limiter.ts';
 import { RedisLimiter } from './ratelimit/redis-limiter.ts';
 import { FailoverLimiter } from './ratelimit/failover-limiter.ts';
-import { ensureFallbackCertificate, writeAtomic } from './certs/fallback.ts';
+import { ensureFallbackCertificate } from './certs/fallback.ts';
+import { loadOrCreateToken } from './admin/token.ts';
 import { openFileCertStores } from './certs/file-store.ts';
 import { openRedisCertStores } from './certs/redis-store.ts';
 import { createAcmeIssuer } from './certs/acme-issuer.ts';
@@ -38,6 +37,7 @@ export interface Running {
   listeners: Listeners;
   adminToken: string;
   certificates: CertificateManager;
+  metrics: Metrics;
   /** re-reads the config file (and certificates); rejects with the reasons when it cannot apply */
   reload(): Promise<void>;
   /** graceful: stop accepting, finish in-flight requests (bounded by timeouts.shutdownMs), close state */
@@ -156,6 +156,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     listeners,
     adminToken,
     certificates,
+    metrics,
     reload,
     stop: () =>
       (stopping ??= (async () => {
@@ -229,22 +230,6 @@ function restartOnly(a: Config, b: Config): string[] {
 function readPlatformCertificate(config: Config): { cert: string; key: string } | null {
   if (!config.platform.certFile || !config.platform.keyFile) return null;
   return { cert: readFileSync(config.platform.certFile, 'utf8'), key: readFileSync(config.platform.keyFile, 'utf8') };
-}
-
-/** The admin token given in config, or the one saved in the data dir on first start. */
-function loadOrCreateToken(dataDir: string, log: Logger): string {
-  const file = path.join(dataDir, 'admin-token');
-  if (existsSync(file)) {
-    const token = readFileSync(file, 'utf8').trim();
-    if (token.length >= 16) {
-      log.info({ tokenFile: file }, 'admin token from the data dir');
-      return token;
-    }
-  }
-  const token = randomBytes(24).toString('base64url');
-  writeAtomic(file, `${token}\n`, 0o600);
-  log.info({ tokenFile: file }, 'created an admin token; the CLI reads it from this file, or set PORTICO_ADMIN_TOKEN');
-  return token;
 }
 
 function redactUrl(url: string): string {

@@ -8,8 +8,16 @@ export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   let countDomains: (() => Promise<Record<string, number>>) | null = null;
+  let collect: (() => Promise<string | null>) | null = null;
   return {
     registry,
+    /** the exposition text: summed over every worker when running as one (see cli/serve.ts) */
+    async text(): Promise<string> {
+      return (collect && (await collect())) ?? registry.metrics();
+    },
+    collectWith(collector: () => Promise<string | null>) {
+      collect = collector;
+    },
     /** portico_domains is counted from the store when scraped */
     countDomainsWith(count: () => Promise<Record<string, number>>) {
       countDomains = count;
@@ -19,6 +27,8 @@ export function createMetrics() {
       help: 'Custom domains, by status.',
       labelNames: ['status'] as const,
       registers: [registry],
+      // every worker counts the same store: summing would multiply
+      aggregator: 'max',
       async collect() {
         if (!countDomains) return;
         const counts = await countDomains().catch(() => null);
@@ -36,12 +46,12 @@ export function createMetrics() {
     upstreamErrors: new Counter({ name: 'portico_upstream_errors_total', help: 'Upstream failures, by kind.', labelNames: ['kind'] as const, registers: [registry] }),
     ratelimitDecisions: new Counter({ name: 'portico_ratelimit_decisions_total', help: 'Rate limiter decisions, by plan and decision.', labelNames: ['plan', 'decision'] as const, registers: [registry] }),
     authFailures: new Counter({ name: 'portico_auth_failures_total', help: '/v1 calls without an active key.', registers: [registry] }),
-    redisUp: new Gauge({ name: 'portico_redis_up', help: '1 when Redis answers, 0 when it does not (absent in embedded mode).', registers: [registry] }),
+    redisUp: new Gauge({ name: 'portico_redis_up', help: '1 when Redis answers; 0 when it does not, or in embedded mode.', registers: [registry], aggregator: 'min' }),
     redisCommandErrors: new Counter({ name: 'portico_redis_command_errors_total', help: 'Redis commands that failed or timed out.', registers: [registry] }),
     acmeOrders: new Counter({ name: 'portico_acme_orders_total', help: 'ACME certificate orders, by result.', labelNames: ['result'] as const, registers: [registry] }),
     acmeOrderDuration: new Histogram({ name: 'portico_acme_order_duration_seconds', help: 'Time to obtain a certificate.', buckets: [0.5, 1, 2, 5, 10, 30, 60, 120], registers: [registry] }),
-    certificates: new Gauge({ name: 'portico_certificates', help: 'Stored certificates, by time left.', labelNames: ['expires_in'] as const, registers: [registry] }),
-    certificatesEarliestExpiry: new Gauge({ name: 'portico_certificates_earliest_expiry_timestamp_seconds', help: 'When the first stored certificate expires (Unix seconds).', registers: [registry] }),
+    certificates: new Gauge({ name: 'portico_certificates', help: 'Stored certificates, by time left.', labelNames: ['expires_in'] as const, registers: [registry], aggregator: 'max' }),
+    certificatesEarliestExpiry: new Gauge({ name: 'portico_certificates_earliest_expiry_timestamp_seconds', help: 'When the first stored certificate expires (Unix seconds).', registers: [registry], aggregator: 'min' }),
     sniCacheHits: new Counter({ name: 'portico_sni_cache_hits_total', help: 'Handshakes answered from the SecureContext cache.', registers: [registry] }),
     sniCacheMisses: new Counter({ name: 'portico_sni_cache_misses_total', help: 'Handshakes for a domain that missed the SecureContext cache.', registers: [registry] }),
     tlsHandshakes: new Counter({ name: 'portico_tls_handshakes_total', help: 'TLS handshakes, by result.', labelNames: ['result'] as const, registers: [registry] }),

@@ -2,6 +2,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type { LoadResult } from './wrk.ts';
+import { wrap } from './proc.ts';
 
 const CLIENT = path.join(import.meta.dirname, '..', 'tls-client.ts');
 
@@ -19,8 +20,7 @@ export interface HandshakeRun {
 
 export async function runHandshakes(run: HandshakeRun): Promise<LoadResult> {
   const { cpus, ...options } = run;
-  const node = [process.execPath, CLIENT, JSON.stringify(options)];
-  const [cmd, argv] = cpus ? ['taskset', ['-c', cpus, ...node]] : [node[0], node.slice(1)];
+  const [cmd, argv] = wrap(cpus, process.execPath, [CLIENT, JSON.stringify(options)]);
   const out = await new Promise<string>((resolve, reject) => {
     const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     let text = '';

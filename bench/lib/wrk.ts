@@ -7,6 +7,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { wrap } from './proc.ts';
 
 const LUA = path.join(import.meta.dirname, '..', 'wrk-report.lua');
 export const NAMES = ['bench.localhost', 'api.localhost'];
@@ -65,7 +66,7 @@ export async function runWrk(run: WrkRun): Promise<LoadResult> {
   const args = ['-t', String(run.threads ?? 1), '-c', String(run.connections), '-d', `${run.seconds}s`, '--timeout', '5s', '-s', LUA];
   for (const [name, value] of Object.entries(headers)) args.push('-H', `${name}: ${value}`);
   args.push(url);
-  const wrk = run.cpus ? ['taskset', '-c', run.cpus, 'wrk', ...args] : ['wrk', ...args];
+  const wrk = wrap(run.cpus, 'wrk', args).flat();
   const [cmd, argv] = !byIp && run.resolution.mode === 'namespace'
     ? ['unshare', ['-m', 'sh', '-c', 'mount --bind "$0" /etc/hosts && exec "$@"', run.resolution.hostsFile!, ...wrk]]
     : [wrk[0], wrk.slice(1)];

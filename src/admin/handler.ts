@@ -11,6 +11,7 @@ import { fail } from '../edge/pipeline.ts';
 import { accountView, createAccount, createKey, onlyKeys, revokeKey, updateAccount } from './accounts.ts';
 import { createProject, getProject, projectDetail, projectView, updateProject } from './projects.ts';
 import { domainView, type DomainRegistry } from '../domains/registry.ts';
+import { dashboardCsp, dashboardPage } from './dashboard.ts';
 
 export interface AdminDeps {
   config: Config;
@@ -113,10 +114,22 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
       return;
     }
     if (req.method === 'GET' && path === '/metrics') {
-      metrics.registry.metrics().then((text) => {
+      metrics.text().then((text) => {
         res.setHeader('content-type', metrics.registry.contentType);
         res.end(text);
       }, (err) => fail(res, err, log));
+      return;
+    }
+    if (!options.metricsOnly && (req.method === 'GET' || req.method === 'HEAD') && path === '/') {
+      // the page holds no data: it asks for the admin token and calls /admin/* with it
+      res.writeHead(200, {
+        'content-type': 'text/html; charset=utf-8',
+        'content-security-policy': dashboardCsp(),
+        'cache-control': 'no-store',
+        'x-content-type-options': 'nosniff',
+        'referrer-policy': 'no-referrer',
+      });
+      res.end(req.method === 'HEAD' ? undefined : dashboardPage());
       return;
     }
     if (options.metricsOnly || !path.startsWith('/admin/')) return sendError(res, 'not_found');

@@ -154,6 +154,10 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     if (transportError !== undefined) {
       return new IssueError('ca', `${doing}: talking to ${directoryUrl}: ${transportError.message}`, { cause: transportError });
     }
+    if (err instanceof TypeError && /reading 'config'/.test(err.message)) {
+      // acme-client's retry path drops a request error that never reached a socket (a failed DNS lookup)
+      return new IssueError('ca', `${doing}: could not reach the CA at ${directoryUrl}`, { cause: err });
+    }
     return new IssueError('ca', `${doing}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
 

@@ -1,8 +1,6 @@
 #!/usr/bin/env node
 // `portico` — runs the server (`serve`) and is a client of the admin API for everything else.
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../config.ts';
-import { createLogger } from '../log.ts';
 import { adminRequest, AdminError } from './admin-client.ts';
 
 interface Command {
@@ -17,11 +15,16 @@ const json = { type: 'boolean' as const, help: 'print the raw JSON answer' };
 
 const COMMANDS: Record<string, Command> = {
   serve: {
-    usage: 'portico serve',
-    summary: 'Run Portico with config/portico.yaml (or PORTICO_CONFIG) and the PORTICO_* variables.',
-    options: {},
+    usage: 'portico serve [--workers N]',
+    summary: 'Run Portico with config/portico.yaml (or PORTICO_CONFIG) and the PORTICO_* variables. With Redis, N workers share the ports (default: one per core); embedded state always runs one.',
+    options: { workers: { type: 'string', help: 'worker processes (with PORTICO_REDIS_URL)' } },
     positionals: [],
-    run: runServer,
+    run: async (v) => {
+      const workers = v.workers === undefined ? undefined : Number(v.workers);
+      if (workers !== undefined && (!Number.isInteger(workers) || workers < 1 || workers > 256)) throw new AdminError('--workers must be a whole number from 1 to 256');
+      const { runServer } = await import('./serve.ts');
+      await runServer(workers);
+    },
   },
   'accounts create': {
     usage: 'portico accounts create --plan free|pro|business|enterprise [--per-minute N --per-day N]',
@@ -130,53 +133,6 @@ function recordsTable(records: Array<{ type: string; name: string; value: string
 function printVerification(v: Record<string, unknown>, domain: { hostname: string; status: string; diagnostics: Array<{ code: string; message: string }> }): void {
   const findings = domain.diagnostics.map((d) => `  - [${d.code}] ${d.message}`).join('\n');
   print(v, domain, `${domain.hostname}: ${domain.status}${findings ? `\n${findings}` : ''}`);
-}
-
-async function runServer(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      process.exit(2);
-    }
-    throw err;
-  }
-  const log = createLogger(config.log.level);
-  // loaded here so admin commands start without the server's dependencies
-  const { serve } = await import('../main.ts');
-  let running;
-  try {
-    running = await serve(config, log);
-  } catch (err) {
-    log.fatal({ err }, 'Portico could not start');
-    log.flush?.();
-    console.error(`portico: ${(err as Error).message}`);
-    process.exit(1);
-  }
-  const stop = (signal: string) => {
-    log.info({ signal }, 'stopping: no new connections, finishing requests in flight');
-    running.stop().then(
-      () => {
-        log.info('stopped');
-        log.flush?.();
-        process.exit(0);
-      },
-      (err) => {
-        log.error({ err }, 'stop failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGHUP', () => {
-    running.reload().then(
-      () => undefined,
-      (err) => log.error({ problems: (err as { problems?: string[] }).problems ?? [(err as Error).message] }, 'reload refused; the previous configuration stays in force'),
-    );
-  });
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
 }
 
 function limitsOf(v: Record<string, string | boolean | undefined>) {

@@ -46,6 +46,8 @@ function baseEnv(env: Record<string, string>): Record<string, string> {
     PORTICO_ADMIN_PORT: '0',
     PORTICO_ADMIN_TOKEN: ADMIN_TOKEN,
     PORTICO_LOG_LEVEL: 'info',
+    // no test orders from the internet: a CA that refuses at once unless a test brings pebble
+    PORTICO_ACME_DIRECTORY: 'https://127.0.0.1:9/directory',
     ...env,
     PORTICO_DATA_DIR: dataDir,
     PORTICO_CERTS_DIR: certsDir,

@@ -1,0 +1,144 @@
+// `portico serve [--workers N]`: one process, or a primary that runs N workers on the same ports
+// (node:cluster), replaces a worker that dies, forwards SIGHUP/SIGTERM, and answers the workers'
+// requests for metrics summed over all of them.
+import cluster, { type Worker } from 'node:cluster';
+import { availableParallelism } from 'node:os';
+import { ConfigError, loadConfig, type Config } from '../config.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { loadOrCreateToken } from '../admin/token.ts';
+import { ensureFallbackCertificate } from '../certs/fallback.ts';
+
+const METRICS_REQUEST = 'portico:metrics-request';
+const METRICS_RESPONSE = 'portico:metrics-response';
+
+export async function runServer(requestedWorkers: number | undefined): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = createLogger(config.log.level);
+  // embedded state has one owner; with Redis every core can serve
+  const workers = config.redis.url ? (requestedWorkers ?? availableParallelism()) : 1;
+  if (!config.redis.url && requestedWorkers !== undefined && requestedWorkers > 1) {
+    log.warn({ requested: requestedWorkers }, 'embedded state is owned by one process: running 1 worker (set PORTICO_REDIS_URL for more)');
+  }
+  if (cluster.isPrimary && workers > 1) {
+    // first-start files are made once, here, not raced by the workers
+    if (!config.admin.token) loadOrCreateToken(config.dataDir, log);
+    await ensureFallbackCertificate(config.certsDir, [...config.api.hosts, ...config.api.stagingHosts]);
+    return runPrimary(workers, log);
+  }
+  return runWorker(config, log);
+}
+
+async function runWorker(config: Config, log: Logger): Promise<void> {
+  // loaded here so admin commands start without the server's dependencies
+  const { serve } = await import('../main.ts');
+  let running: Awaited<ReturnType<typeof serve>>;
+  try {
+    running = await serve(config, log);
+  } catch (err) {
+    log.fatal({ err }, 'Portico could not start');
+    log.flush?.();
+    console.error(`portico: ${(err as Error).message}`);
+    process.exit(1);
+  }
+  if (cluster.isWorker) await joinClusterMetrics(running.metrics);
+  const stop = (signal: string) => {
+    log.info({ signal }, 'stopping: no new connections, finishing requests in flight');
+    running.stop().then(
+      () => {
+        log.info('stopped');
+        log.flush?.();
+        process.exit(0);
+      },
+      (err) => {
+        log.error({ err }, 'stop failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGHUP', () => {
+    running.reload().then(
+      () => undefined,
+      (err) => log.error({ problems: (err as { problems?: string[] }).problems ?? [(err as Error).message] }, 'reload refused; the previous configuration stays in force'),
+    );
+  });
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+/** A worker answers /metrics with the sum over every worker, which only the primary can collect. */
+async function joinClusterMetrics(metrics: import('../metrics.ts').Metrics): Promise<void> {
+  const { AggregatorRegistry } = await import('prom-client');
+  // constructing one installs the listener that reports this worker's registry to the primary
+  new AggregatorRegistry();
+  AggregatorRegistry.setRegistries([metrics.registry]);
+  let next = 0;
+  const waiting = new Map<number, (text: string | null) => void>();
+  process.on('message', (message: { type?: string; id?: number; text?: string | null }) => {
+    if (message.type === METRICS_RESPONSE && message.id !== undefined) waiting.get(message.id)?.(message.text ?? null);
+  });
+  metrics.collectWith(() =>
+    new Promise<string | null>((resolve) => {
+      const id = next++;
+      const timer = setTimeout(() => finish(null), 6_000);
+      const finish = (text: string | null) => {
+        clearTimeout(timer);
+        waiting.delete(id);
+        resolve(text);
+      };
+      waiting.set(id, finish);
+      process.send!({ type: METRICS_REQUEST, id });
+    }),
+  );
+}
+
+async function runPrimary(count: number, log: Logger): Promise<void> {
+  const { AggregatorRegistry } = await import('prom-client');
+  const aggregator = new AggregatorRegistry();
+  let stopping = false;
+  const fork = () => {
+    const worker = cluster.fork();
+    worker.on('message', (message: { type?: string; id?: number }) => {
+      if (message.type !== METRICS_REQUEST) return;
+      aggregator.clusterMetrics().then(
+        (text) => worker.send({ type: METRICS_RESPONSE, id: message.id, text }),
+        () => worker.send({ type: METRICS_RESPONSE, id: message.id, text: null }),
+      );
+    });
+    return worker;
+  };
+  cluster.on('exit', (worker: Worker, code, signal) => {
+    if (stopping) return;
+    log.error({ workerPid: worker.process.pid, code, signal }, 'a worker died; starting a replacement');
+    fork();
+  });
+  for (let i = 0; i < count; i++) fork();
+  log.info({ workers: count }, `primary ${process.pid} runs ${count} workers`);
+
+  const all = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
+  process.on('SIGHUP', () => {
+    for (const worker of all()) worker.process.kill('SIGHUP');
+  });
+  const stop = (signal: NodeJS.Signals) => {
+    stopping = true;
+    log.info({ signal }, 'stopping all workers');
+    for (const worker of all()) worker.process.kill('SIGTERM');
+    const check = setInterval(() => {
+      if (all().length === 0) {
+        clearInterval(check);
+        log.flush?.();
+        process.exit(0);
+      }
+    }, 50);
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
