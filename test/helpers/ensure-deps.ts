@@ -7,6 +7,8 @@ const NEEDED: Array<[binary: string, pkg: string]> = [
   ['redis-server', 'redis-server'],
   ['pebble', 'pebble'],
   ['pebble-challtestsrv', 'pebble'],
+  ['promtool', 'prometheus'],
+  ['chromium', 'chromium'],
 ];
 
 const onPath = (binary: string) => spawnSync('sh', ['-c', `command -v ${binary}`], { stdio: 'ignore' }).status === 0;
