@@ -35,7 +35,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? (QUICK ? 5 : 15));
 const REPEATS = Number(process.env.BENCH_REPEATS ?? (QUICK ? 1 : 3));
 const WARMUP = QUICK ? 1 : 3;
 const CONNECTIONS = 50;
-const HANDSHAKE_CONCURRENCY = 16;
+const HANDSHAKE_CONCURRENCY = 32;
 const ALL = ['proxy', 'v1', 'redirect', 'handshake', 'resume'] as const;
 type ScenarioId = (typeof ALL)[number];
 const ONLY = new Set((process.env.BENCH_ONLY ?? ALL.join(',')).split(',').map((s) => s.trim()).filter(Boolean));
@@ -124,7 +124,7 @@ async function measure(t: Target, seconds: number): Promise<Sample> {
     rss: rssMiB(pids),
     serverCoreOther: serverBusy === null || !t.onServerCore ? null : Math.max(0, serverBusy - cpuPct),
     clientCoreBusy: busy(pinning.client),
-    note: t.after?.(),
+    note: [r.info, t.after?.()].filter(Boolean).join('; ') || undefined,
   };
 }
 

@@ -41,6 +41,6 @@ export async function runHandshakes(run: HandshakeRun): Promise<LoadResult> {
     p99ms: r.p99ms,
     errors: r.errors + r.badStatus,
     errorDetail: parts.join(', '),
-    info: `resumed ${r.requests ? Math.round((r.reused / Math.max(1, r.attempted)) * 100) : 0}%`,
+    info: `client: resumed ${Math.round((r.reused / Math.max(1, r.attempted)) * 100)}%, its CPU ${Math.round(r.clientCpuPct)}%`,
   };
 }
