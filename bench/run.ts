@@ -15,7 +15,7 @@
 // script) on the other core(s). Each target is warmed up, then measured REPEATS times, interleaved.
 //
 // Environment: BENCH_QUICK=1 (5 s × 1 instead of 15 s × 3), BENCH_SECONDS, BENCH_REPEATS,
-// BENCH_ONLY=proxy,v1,redirect,handshake,resume, BENCH_PROFILE=proxy|v1 (a --cpu-prof run of Portico
+// BENCH_ONLY=proxy,v1,redirect,handshake,resume, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
 // afterwards, top self-time functions printed), BENCH_DIST=1 (run dist/ instead of src/).
 import { spawnSync, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
@@ -465,7 +465,7 @@ async function main(): Promise<void> {
     // --- optional profile
     let profile: ReturnType<typeof summarizeProfile> | undefined;
     if (PROFILE && tools.wrk) {
-      profile = await profileRun(PROFILE === 'v1' ? 'v1' : 'proxy', { startOne, stopMain: () => stop(portico!.process, 15_000), auth, resolution, tmp });
+      profile = await profileRun(PROFILE === 'v1' || PROFILE === 'handshake' ? PROFILE : 'proxy', { startOne, stopMain: () => stop(portico!.process, 15_000), auth, resolution, tmp });
       portico = undefined;
     }
 
@@ -500,17 +500,19 @@ async function ticketResumes(port: number): Promise<boolean> {
   return (await connect(first.session)).reused;
 }
 
-async function profileRun(which: 'proxy' | 'v1', ctx: { startOne: (args: string[]) => Promise<Portico>; stopMain: () => Promise<void>; auth: Record<string, string>; resolution: Resolution; tmp: string }) {
-  console.log(`\n## CPU profile of Portico (${which}, ${SECONDS} s under wrk -c${CONNECTIONS}, node --cpu-prof)`);
+async function profileRun(which: 'proxy' | 'v1' | 'handshake', ctx: { startOne: (args: string[]) => Promise<Portico>; stopMain: () => Promise<void>; auth: Record<string, string>; resolution: Resolution; tmp: string }) {
+  console.log(`\n## CPU profile of Portico (${which}, ${SECONDS} s under load, node --cpu-prof)`);
   await ctx.stopMain();
   const dir = path.join(ctx.tmp, 'profile');
   mkdirSync(dir, { recursive: true });
   // same Redis and certs dir: the project and the key are there already
   const p = await ctx.startOne(['--cpu-prof', `--cpu-prof-dir=${dir}`]);
-  const load = (seconds: number) => runWrk({ scheme: 'https', hostname: which === 'v1' ? 'api.localhost' : 'bench.localhost', port: p.https, path: which === 'v1' ? '/v1/categories' : '/', headers: which === 'v1' ? ctx.auth : undefined, connections: CONNECTIONS, seconds, cpus: pinning.client, resolution: ctx.resolution });
+  const load = (seconds: number) => which === 'handshake'
+    ? runHandshakes({ port: p.https, servername: 'bench.localhost', hostHeader: 'bench.localhost', path: '/', concurrency: HANDSHAKE_CONCURRENCY, seconds, maxRequests: 250_000, resume: false, cpus: pinning.client })
+    : runWrk({ scheme: 'https', hostname: which === 'v1' ? 'api.localhost' : 'bench.localhost', port: p.https, path: which === 'v1' ? '/v1/categories' : '/', headers: which === 'v1' ? ctx.auth : undefined, connections: CONNECTIONS, seconds, cpus: pinning.client, resolution: ctx.resolution });
   await load(WARMUP);
   const r = await load(SECONDS);
-  console.log(`under the profiler: ${fmtInt(r.rps)} req/s, p99 ${fmt(r.p99ms)} ms`);
+  console.log(`under the profiler: ${fmtInt(r.rps)} req/s, p99 ${fmt(r.p99ms)} ms${r.errors ? `, errors: ${r.errorDetail}` : ""}${r.info ? `, ${r.info}` : ""}`);
   await stop(p.process, 15_000);
   for (let i = 0; i < 50 && !readdirSync(dir).some((f) => f.endsWith('.cpuprofile')); i++) await sleep(100);
   const file = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(dir, f)).sort((a, b) => statSync(b).size - statSync(a).size)[0];

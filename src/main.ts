@@ -19,6 +19,7 @@ import { openRedisCertStores } from './certs/redis-store.ts';
 import { createAcmeIssuer } from './certs/acme-issuer.ts';
 import { createCertificateManager, type CertificateManager } from './certs/manager.ts';
 import type { CertStores } from './certs/types.ts';
+import { fileTicketKeys, redisTicketKeys, rotateTicketKeys, type TicketKeySource } from './certs/ticket-keys.ts';
 import { createForwarder, type Forwarder } from './proxy/forward.ts';
 import { createProjectProxy, type ProjectProxy } from './proxy/project-proxy.ts';
 import { createApi } from './api/v1.ts';
@@ -32,6 +33,9 @@ import { createHttpHandler } from './edge/http-listener.ts';
 import { createListeners, type ListenerHandlers, type Listeners } from './edge/listeners.ts';
 import { createTrust } from './edge/client-ip.ts';
 import { createAdminHandler } from './admin/handler.ts';
+
+// tickets encrypted under one key resume for up to this long; then a full handshake and a new ticket
+const TICKET_PERIOD_SECONDS = 12 * 3600;
 
 export interface Running {
   listeners: Listeners;
@@ -67,12 +71,14 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   // 1. state: Redis when configured (shared), else the embedded log in the data dir
   let stores: Stores;
   let certStores: CertStores;
+  let ticketKeys: TicketKeySource;
   let limiter: RateLimiter;
   let redisState: Shared['redisState'];
   if (config.redis.url) {
     const connections = connectRedis(config.redis.url, config.redis.commandTimeoutMs);
     stores = await openRedisStores(connections);
     certStores = openRedisCertStores(connections.client, config.acme.directory);
+    ticketKeys = redisTicketKeys(connections.client, TICKET_PERIOD_SECONDS);
     const failover = new FailoverLimiter(new RedisLimiter(connections.client), new MemoryLimiter(), {
       mode: config.ratelimit.onRedisDown,
       onRedisState: (up) => {
@@ -93,6 +99,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   } else {
     stores = await openEmbeddedStores(config.dataDir);
     certStores = openFileCertStores(config.certsDir, config.acme.directory);
+    ticketKeys = fileTicketKeys(config.dataDir);
     limiter = new MemoryLimiter();
     redisState = () => 'embedded';
     log.info({ dataDir: config.dataDir }, 'state embedded in the data dir');
@@ -134,6 +141,9 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     throw err;
   }
   certificates.start();
+  const stopTickets = rotateTicketKeys(ticketKeys, TICKET_PERIOD_SECONDS, (key) => listeners.setTicketKeys(key), (err) =>
+    log.warn({ err: (err as Error).message }, 'could not fetch the shared TLS ticket key; keeping the current one'),
+  );
   const ports = listeners.ports();
   log.info({ ...ports, adminHost: config.admin.host }, `Portico listening: https :${ports.https}, http :${ports.http}, admin http://${config.admin.host}:${ports.admin}`);
 
@@ -161,6 +171,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     stop: () =>
       (stopping ??= (async () => {
         certificates.stop();
+        stopTickets();
         await listeners.close(current.timeouts.shutdownMs);
         await proxy.close();
         await forwarder.close();

@@ -47,6 +47,8 @@ export interface Listeners {
   setTrust(trust: Trust): void;
   setTimeouts(timeouts: Config['timeouts']): void;
   setFallback(fallback: KeyPair): void;
+  /** the session ticket key shared by every worker and instance */
+  setTicketKeys(key: Buffer): void;
   close(graceMs: number): Promise<void>;
 }
 
@@ -126,6 +128,9 @@ export function createListeners(deps: ListenerDeps): Listeners {
         if (server) Object.assign(server, { headersTimeout: next.headersMs, requestTimeout: next.requestMs, keepAliveTimeout: next.keepAliveMs });
       }
       https.setTimeout(Math.max(next.keepAliveMs, next.requestMs));
+    },
+    setTicketKeys(key) {
+      https.setTicketKeys(key);
     },
     setFallback(next) {
       https.setSecureContext({ ...secureOptions, key: next.key, cert: next.cert });

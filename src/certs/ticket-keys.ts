@@ -1,0 +1,60 @@
+// TLS session ticket keys (RFC 5077 / TLS 1.3 PSK tickets): one 48-byte key per rotation period,
+// the same on every worker and instance so a client resumes wherever its next connection lands.
+// With Redis the first instance to reach a new period creates its key (SET NX) and the others read
+// it; embedded, the key lives in the data dir (0600) so a restart keeps resumption working.
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Redis } from 'ioredis';
+import { writeAtomic } from './fallback.ts';
+
+export interface TicketKeySource {
+  /** the key for the period `period` (a whole number of rotation periods since the epoch) */
+  keyFor(period: number): Promise<Buffer>;
+}
+
+export function redisTicketKeys(client: Redis, periodSeconds: number): TicketKeySource {
+  return {
+    async keyFor(period) {
+      const name = `portico:tls-ticket-key:${period}`;
+      await client.set(name, randomBytes(48).toString('base64'), 'EX', periodSeconds * 3, 'NX');
+      const stored = await client.get(name);
+      if (!stored) throw new Error('ticket key vanished');
+      return Buffer.from(stored, 'base64');
+    },
+  };
+}
+
+export function fileTicketKeys(dataDir: string): TicketKeySource {
+  const file = path.join(dataDir, 'tls-ticket-key.json');
+  return {
+    async keyFor(period) {
+      try {
+        const saved = JSON.parse(readFileSync(file, 'utf8')) as { period: number; key: string };
+        if (saved.period === period) return Buffer.from(saved.key, 'base64');
+      } catch {
+        // none yet, or unreadable: make one
+      }
+      const key = randomBytes(48);
+      writeAtomic(file, JSON.stringify({ period, key: key.toString('base64') }), 0o600);
+      return key;
+    },
+  };
+}
+
+/** Keeps `apply` fed with the current period's key; checks every minute. Returns a stop function. */
+export function rotateTicketKeys(source: TicketKeySource, periodSeconds: number, apply: (key: Buffer) => void, onError: (err: unknown) => void, now: () => number = Date.now): () => void {
+  let applied = -1;
+  const check = async () => {
+    const period = Math.floor(now() / 1000 / periodSeconds);
+    if (period === applied) return;
+    const key = await source.keyFor(period);
+    apply(key);
+    applied = period;
+  };
+  const run = () => check().catch(onError);
+  void run();
+  const timer = setInterval(run, 60_000);
+  timer.unref();
+  return () => clearInterval(timer);
+}

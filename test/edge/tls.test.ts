@@ -1,0 +1,58 @@
+// TLS policy: 1.2 and 1.3 only, AEAD suites with forward secrecy, session resumption with ticket
+// keys shared by every instance on one Redis.
+import t from 'tap';
+import tls from 'node:tls';
+import { startPortico } from '../helpers/portico.ts';
+import { startRedis } from '../helpers/redis.ts';
+
+/** Connects, waits for the session ticket, returns it with what was negotiated. */
+function connect(port: number, ca: string, options: tls.ConnectionOptions = {}): Promise<{ reused: boolean; protocol: string | null; cipher: string; session: Buffer | undefined }> {
+  return new Promise((resolve, reject) => {
+    let session: Buffer | undefined;
+    const socket = tls.connect({ host: '127.0.0.1', port, servername: 'api.localhost', ca, ALPNProtocols: ['http/1.1'], ...options });
+    socket.on('session', (s) => (session = s));
+    socket.once('secureConnect', () => {
+      // TLS 1.3 tickets arrive after the handshake: give them a moment, then ask for nothing more
+      socket.write('GET /v1/openapi.json HTTP/1.1\r\nHost: api.localhost\r\nConnection: close\r\n\r\n');
+    });
+    socket.on('data', () => undefined);
+    socket.on('end', () => resolve({ reused: socket.isSessionReused(), protocol: socket.getProtocol(), cipher: socket.getCipher().name, session }));
+    socket.on('error', reject);
+  });
+}
+
+t.test('protocol versions and suites', async (t) => {
+  const portico = await startPortico();
+  t.teardown(() => portico.stop());
+  const port = portico.ports.https;
+  await t.rejects(connect(port, portico.ca, { maxVersion: 'TLSv1.1', minVersion: 'TLSv1' }), 'TLS 1.1 is refused');
+  const tls12 = await connect(port, portico.ca, { maxVersion: 'TLSv1.2' });
+  t.equal(tls12.protocol, 'TLSv1.2');
+  t.match(tls12.cipher, /^ECDHE-ECDSA-(AES\d+-GCM|CHACHA20-POLY1305)/, `forward secrecy and AEAD (${tls12.cipher})`);
+  await t.rejects(connect(port, portico.ca, { maxVersion: 'TLSv1.2', ciphers: 'AES128-SHA256' }), 'CBC without forward secrecy is refused');
+  const tls13 = await connect(port, portico.ca);
+  t.equal(tls13.protocol, 'TLSv1.3');
+});
+
+t.test('session resumption on one instance and across instances sharing Redis', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const a = await startPortico({ PORTICO_REDIS_URL: redis.url });
+  t.teardown(() => a.stop());
+  const b = await startPortico({ PORTICO_REDIS_URL: redis.url, PORTICO_CERTS_DIR: a.certsDir });
+  t.teardown(() => b.stop());
+  for (const version of ['TLSv1.3', 'TLSv1.2'] as const) {
+    const first = await connect(a.ports.https, a.ca, { maxVersion: version });
+    t.notOk(first.reused, `${version}: first connection is a full handshake`);
+    t.ok(first.session, `${version}: a session ticket was issued`);
+    const again = await connect(a.ports.https, a.ca, { maxVersion: version, session: first.session });
+    t.ok(again.reused, `${version}: resumed on the same instance`);
+    const elsewhere = await connect(b.ports.https, a.ca, { maxVersion: version, session: first.session });
+    t.ok(elsewhere.reused, `${version}: resumed on the other instance (shared ticket key)`);
+  }
+  const embedded = await startPortico();
+  t.teardown(() => embedded.stop());
+  const first = await connect(a.ports.https, a.ca);
+  const foreign = await connect(embedded.ports.https, embedded.ca, { session: first.session });
+  t.notOk(foreign.reused, 'an instance with another ticket key does a full handshake');
+});
