@@ -301,7 +301,8 @@ async function main(): Promise<void> {
 
     // --- Portico
     const certsDir = path.join(tmp, 'certs');
-    const startOne = (nodeArgs: string[] = []) => startPortico({ dataDir: path.join(tmp, 'data'), certsDir, logFile: path.join(tmp, 'portico.log'), cpus: pinning.server, redisUrl, nodeArgs });
+    let starts = 0;
+    const startOne = (nodeArgs: string[] = []) => startPortico({ dataDir: path.join(tmp, 'data'), certsDir, logFile: path.join(tmp, `portico-${++starts}.log`), cpus: pinning.server, redisUrl, nodeArgs });
     portico = await startOne();
     console.log(`Portico: ${path.relative(ROOT, portico.entry)}, pid ${portico.process.pid}, state ${redisUrl ? 'in Redis (PORTICO_REDIS_URL)' : 'embedded (no redis-server)'}, access log on → file`);
     const { key } = await provision(portico, originPort);

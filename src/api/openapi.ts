@@ -39,7 +39,11 @@ export function openapiDocument(config: Config): unknown {
       ...config.api.stagingHosts.slice(0, 1).map((h) => ({ url: `https://${h}/v1`, description: 'staging' })),
     ],
     security: [{ bearer: [] }],
-    tags: [{ name: 'categories' }, { name: 'pets' }, { name: 'store' }],
+    tags: [
+      { name: 'categories', description: 'Pet categories, stored by Portico per environment.' },
+      { name: 'pets', description: 'Pets, served by the upstream (deprecated).' },
+      { name: 'store', description: 'Orders, served by the upstream.' },
+    ],
     paths: {
       '/categories': {
         get: {
