@@ -304,7 +304,7 @@ async function main(): Promise<void> {
     let starts = 0;
     const startOne = (nodeArgs: string[] = []) => startPortico({ dataDir: path.join(tmp, 'data'), certsDir, logFile: path.join(tmp, `portico-${++starts}.log`), cpus: pinning.server, redisUrl, nodeArgs });
     portico = await startOne();
-    console.log(`Portico: ${path.relative(ROOT, portico.entry)}, pid ${portico.process.pid}, state ${redisUrl ? 'in Redis (PORTICO_REDIS_URL)' : 'embedded (no redis-server)'}, access log on → file`);
+    console.log(`Portico: ${path.relative(ROOT, portico.entry)}, pid ${portico.process.pid}, ${processTree(portico.process.pid).length} process(es), state ${redisUrl ? 'in Redis (PORTICO_REDIS_URL)' : 'embedded (no redis-server)'}, access log on → file`);
     const { key } = await provision(portico, originPort);
     const auth = { authorization: `Bearer ${key}` };
     for (const [name, description] of [['Dogs', 'Loyal companions'], ['Cats', 'Independent spirits'], ['Birds', 'Feathered friends']]) {

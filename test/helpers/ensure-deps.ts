@@ -9,6 +9,8 @@ const NEEDED: Array<[binary: string, pkg: string]> = [
   ['pebble-challtestsrv', 'pebble'],
   ['promtool', 'prometheus'],
   ['chromium', 'chromium'],
+  ['h2load', 'nghttp2-client'],
+  ['curl', 'curl'],
 ];
 
 const onPath = (binary: string) => spawnSync('sh', ['-c', `command -v ${binary}`], { stdio: 'ignore' }).status === 0;

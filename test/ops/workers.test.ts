@@ -96,6 +96,19 @@ function waitFor<T>(predicate: () => T | undefined | false, what: string, ms = 2
   });
 }
 
+/** a request that must not hang: fails with `what` after `ms` */
+function bounded<T>(promise: Promise<T>, what: string, ms = 10_000): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms\n${raw.slice(-20).join('\n')}`)), ms);
+    }),
+  ]);
+}
+const get = (what: string) => bounded(api(ports.https, ca(), key, { path: '/v1/categories', agent: false }), what).then((a) => a.status);
+const metricsNow = () => bounded(scrape(ports.admin), 'GET /metrics').then(parseExposition);
+
 const listening = () => entries.filter((e) => typeof e.msg === 'string' && e.msg.startsWith('Portico listening'));
 const alive = (pid: number) => {
   try {
@@ -125,13 +138,12 @@ let key = '';
 
 t.test('requests on new connections are served by both workers, and /metrics sums them', async (t) => {
   ({ key } = await accountWithKey(ports.admin, 'pro'));
-  const before = parseExposition(await scrape(ports.admin));
+  const before = await metricsNow();
   const baseline = sum(before, 'portico_http_requests_total', { route: 'api', method: 'GET', status: '200' });
   const firstLog = entries.length;
   const statuses: number[] = [];
   for (let i = 0; i < 40; i++) {
-    const answer = await api(ports.https, ca(), key, { path: '/v1/categories', agent: false });
-    statuses.push(answer.status);
+    statuses.push(await get(`request ${i}`));
   }
   t.same(new Set(statuses), new Set([200]), 'all 40 answered 200');
   const served = await waitFor(() => {
@@ -144,7 +156,7 @@ t.test('requests on new connections are served by both workers, and /metrics sum
 
   // each worker's counter has only its own share; /metrics (from either worker) shows the sum
   for (let i = 0; i < 4; i++) {
-    const e = parseExposition(await scrape(ports.admin));
+    const e = await metricsNow();
     const total = sum(e, 'portico_http_requests_total', { route: 'api', method: 'GET', status: '200' });
     t.ok(total - baseline >= 40, `scrape ${i + 1}: portico_http_requests_total{route="api",status="200"} grew by ${total - baseline} (≥ 40)`);
     t.equal(e.samples.filter((s) => s.name === 'portico_http_requests_total' && s.labels.route === 'api' && s.labels.method === 'GET' && s.labels.status === '200').length, 1, 'one series, summed (not one per worker)');
@@ -158,7 +170,7 @@ t.test('a killed worker is replaced and requests keep succeeding', async (t) => 
   process.kill(victim, 'SIGKILL');
   const statuses: number[] = [];
   // requests while the replacement starts: the survivor answers them
-  for (let i = 0; i < 10; i++) statuses.push((await api(ports.https, ca(), key, { path: '/v1/categories', agent: false })).status);
+  for (let i = 0; i < 10; i++) statuses.push(await get(`request ${i} after the kill`));
   const died = await waitFor(() => entries.find((e) => e.msg === 'a worker died; starting a replacement'), 'the primary noticing the death');
   t.equal(died.workerPid, victim, 'the primary names the dead worker');
   const replacement = await waitFor(() => listening().slice(before).find((e) => e.pid !== victim && e.pid !== survivor), 'a replacement "Portico listening"');
@@ -168,14 +180,14 @@ t.test('a killed worker is replaced and requests keep succeeding', async (t) => 
   t.notOk(alive(victim), 'the killed worker is gone');
   t.ok(alive(survivor), 'the other worker kept running');
   const firstLog = entries.length;
-  for (let i = 0; i < 20; i++) statuses.push((await api(ports.https, ca(), key, { path: '/v1/categories', agent: false })).status);
+  for (let i = 0; i < 20; i++) statuses.push(await get(`request ${i} after the kill`));
   t.same(new Set(statuses), new Set([200]), `all ${statuses.length} requests around the death answered 200`);
   const served = await waitFor(() => {
     const lines = entries.slice(firstLog).filter((e) => e.msg === 'request' && e.route === 'api');
     return lines.length >= 20 && lines;
   }, '20 access log lines');
   t.ok(served.some((e) => e.pid === replacement.pid), 'the replacement serves requests');
-  const e = parseExposition(await scrape(ports.admin));
+  const e = await metricsNow();
   t.ok(sum(e, 'portico_http_requests_total', { route: 'api', method: 'GET', status: '200' }) >= 20, 'metrics still answer (summed over the live workers)');
 });
 
