@@ -3,7 +3,7 @@
 // mean little on their own.
 //
 //   a. proxy keep-alive: wrk → HTTPS → Portico → loopback origin, vs nginx (same origin, keep-alive
-//      upstream), vs the origin directly (informational)
+//      upstream); informational: a bare undici proxy in Node (bench/bare-proxy.ts), the origin directly
 //   b. /v1: authenticated GET /v1/categories with the Redis limiter, vs a bare Node HTTPS server
 //      answering a body of the same size
 //   c. redirect: the plain-HTTP listener's redirect to HTTPS, vs nginx `return 308`
@@ -263,6 +263,7 @@ async function main(): Promise<void> {
   let origin: Spawned | undefined;
   let redis: Spawned | undefined;
   let bare: Spawned | undefined;
+  let bareProxy: Spawned | undefined;
 
   console.log(`# Portico bench — ${QUICK ? 'quick' : 'full'} run, ${SECONDS} s × ${REPEATS} per target (warm-up ${WARMUP} s), ${CONNECTIONS} connections`);
   console.log(`machine: ${os.cpus()[0]?.model ?? '?'} × ${cores}, load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, Node ${process.version}`);
@@ -336,6 +337,14 @@ async function main(): Promise<void> {
     const bareAnswer = await expectStatus('bare HTTPS', get({ scheme: 'https', port: barePort, hostname: 'api.localhost', path: '/v1/categories' }), 200);
     if (!bareAnswer.body.equals(v1Body)) throw new Error('bare HTTPS server does not answer the /v1 body');
 
+    bareProxy = spawnPinned('bare-proxy', pinning.server, process.execPath, [path.join(import.meta.dirname, 'bare-proxy.ts')], {
+      env: { ...process.env, CERT_FILE: portico.certFile, KEY_FILE: portico.keyFile, ORIGIN: `http://127.0.0.1:${originPort}` },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const bareProxyPort = await portFromStdout(bareProxy);
+    const bareProxied = await expectStatus('bare undici proxy', get({ scheme: 'https', port: bareProxyPort, hostname: 'bench.localhost', path: '/' }), 200);
+    if (bareProxied.body.length !== 100) throw new Error('bare undici proxy does not pass the origin body through');
+
     const pidsOf = (p: Spawned) => () => processTree(p.pid);
     const truncate = (file: string) => () => {
       if (existsSync(file)) truncateSync(file, 0);
@@ -363,6 +372,7 @@ async function main(): Promise<void> {
         { name: 'Portico → origin', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.https, 'bench.localhost', '/') },
       ];
       if (nginx) targets.push({ name: 'nginx → origin', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, load: wrk(nginx.https, 'bench.localhost', '/') });
+      targets.push({ name: 'bare undici proxy (info)', pids: pidsOf(bareProxy), onServerCore: true, load: wrk(bareProxyPort, 'bench.localhost', '/') });
       targets.push({ name: 'origin direct (http, info)', pids: pidsOf(origin), onServerCore: false, load: wrk(originPort, '127.0.0.1', '/', { scheme: 'http' }) });
       scenarios.push({
         id: 'proxy',
@@ -374,8 +384,10 @@ async function main(): Promise<void> {
               { label: 'Portico ÷ nginx req/s', num: 'Portico → origin', den: 'nginx → origin', metric: 'rps', target: { op: '>=', value: 0.3 } },
               { label: 'Portico ÷ nginx p99', num: 'Portico → origin', den: 'nginx → origin', metric: 'p99ms', target: { op: '<=', value: 2 } },
               { label: 'Portico ÷ nginx req per CPU-second', num: 'Portico → origin', den: 'nginx → origin', metric: 'perCpuSecond' },
+              { label: 'bare undici proxy ÷ nginx req/s', num: 'bare undici proxy (info)', den: 'nginx → origin', metric: 'rps' },
+              { label: 'Portico ÷ bare undici proxy req per CPU-second', num: 'Portico → origin', den: 'bare undici proxy (info)', metric: 'perCpuSecond' },
             ]
-          : [],
+          : [{ label: 'Portico ÷ bare undici proxy req per CPU-second', num: 'Portico → origin', den: 'bare undici proxy (info)', metric: 'perCpuSecond' }],
       });
       if (!nginx) skipped.push('a. proxy vs nginx: nginx unavailable (Portico and origin measured only)');
     }

@@ -62,6 +62,7 @@ const ENV: ReadonlyArray<[string, string, Kind]> = [
   ['PORTICO_DATA_DIR', 'dataDir', 'string'],
   ['PORTICO_CERTS_DIR', 'certsDir', 'string'],
   ['PORTICO_REDIS_URL', 'redis.url', 'url'],
+  ['PORTICO_REDIS_COMMAND_TIMEOUT_MS', 'redis.commandTimeoutMs', 'int'],
   ['PORTICO_PLATFORM_DOMAIN', 'platform.domain', 'string'],
   ['PORTICO_PLATFORM_CERT_FILE', 'platform.certFile', 'string'],
   ['PORTICO_PLATFORM_KEY_FILE', 'platform.keyFile', 'string'],

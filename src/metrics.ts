@@ -7,6 +7,8 @@ export type RouteLabel = 'api' | 'project' | 'redirect' | 'acme' | 'unknown' | '
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  // prom-client names these gauges with a counter's `_total` suffix, which promtool rejects
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name);
   let countDomains: (() => Promise<Record<string, number>>) | null = null;
   let collect: (() => Promise<string | null>) | null = null;
   return {

@@ -95,7 +95,7 @@ interface Setup {
 
 async function setUp(t: Test, env: Record<string, string> = {}): Promise<Setup> {
   const redis = await startRedis();
-  const portico = await startPortico({ PORTICO_REDIS_URL: redis.url, ...env });
+  const portico = await startPortico({ PORTICO_REDIS_URL: redis.url, PORTICO_REDIS_COMMAND_TIMEOUT_MS: '150', ...env });
   t.teardown(async () => {
     if (redis.process.exitCode === null && redis.process.signalCode === null) redis.process.kill('SIGCONT');
     await portico.stop();

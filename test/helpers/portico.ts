@@ -46,6 +46,8 @@ function baseEnv(env: Record<string, string>): Record<string, string> {
     PORTICO_ADMIN_PORT: '0',
     PORTICO_ADMIN_TOKEN: ADMIN_TOKEN,
     PORTICO_LOG_LEVEL: 'info',
+    // two test files run at once on two cores: a loaded machine must not pass for a Redis outage
+    PORTICO_REDIS_COMMAND_TIMEOUT_MS: '1000',
     // no test orders from the internet: a CA that refuses at once unless a test brings pebble
     PORTICO_ACME_DIRECTORY: 'https://127.0.0.1:9/directory',
     ...env,
