@@ -120,6 +120,9 @@ async function runPrimary(count: number, log: Logger): Promise<void> {
     log.error({ workerPid: worker.process.pid, code, signal }, 'a worker died; starting a replacement');
     fork();
   });
+  // The kernel hands connections to workers (SCHED_NONE). With round-robin the primary accepts and
+  // passes them on, and one passed to a worker that just died hangs forever (nodejs/node#21746).
+  cluster.schedulingPolicy = cluster.SCHED_NONE;
   for (let i = 0; i < count; i++) fork();
   log.info({ workers: count }, `primary ${process.pid} runs ${count} workers`);
 
