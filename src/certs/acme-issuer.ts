@@ -12,17 +12,11 @@ import https from 'node:https';
 import tls from 'node:tls';
 import * as acme from 'acme-client';
 
-/** HTTP-01 tokens the HTTP listener answers (RFC 8555 §8.3). set() must be visible to every instance the CA may reach. */
-export interface ChallengeStore {
-  set(token: string, keyAuthorization: string): Promise<void>;
-  remove(token: string): Promise<void>;
-}
-
-/** The ACME account key (PEM). load() returns null when none was saved yet. */
-export interface AccountKeyStore {
-  load(): Promise<string | null>;
-  save(pem: string): Promise<void>;
-}
+// the stores this needs are in types.ts: challenges must be visible to every instance the CA may reach
+import type { AccountKeyStore, ChallengeStore as StoredChallenges } from './types.ts';
+export type { AccountKeyStore };
+/** the issuer only places and removes tokens; the HTTP listener reads them */
+export type ChallengeStore = Pick<StoredChallenges, 'set' | 'remove'>;
 
 export interface IssuedCertificate {
   /** leaf first, then the chain */

@@ -10,14 +10,7 @@ import type { RouteTable } from '../routing/route.ts';
 import { normaliseHostname } from '../routing/hostname.ts';
 import type { Domain, Stores } from '../state/types.ts';
 import type { CertStores, StoredCertificate } from './types.ts';
-
-export interface IssuedCertificate {
-  certPem: string;
-  keyPem: string;
-  notBefore: string;
-  notAfter: string;
-  issuer: string;
-}
+import type { IssuedCertificate } from './acme-issuer.ts';
 
 export interface Issuer {
   issue(hostname: string): Promise<IssuedCertificate>;

@@ -19,14 +19,9 @@ export interface DomainHostname {
   label: string;
 }
 
-export interface DnsRecord {
-  type: string;
-  /** relative to the zone (the registrable domain), as DNS providers' forms expect */
-  name: string;
-  value: string;
-  ttl: number;
-  note?: string;
-}
+// record names are relative to the zone (the registrable domain), as DNS providers' forms expect
+export type { DnsRecord } from '../state/types.ts';
+import type { DnsRecord } from '../state/types.ts';
 
 const EXAMPLE = 'use a hostname such as shop.example.com';
 const LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;

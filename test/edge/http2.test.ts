@@ -48,37 +48,29 @@ t.test('curl negotiates h2 by ALPN, HTTP/1.1 still works, both reach the project
   }
 });
 
+function h2request(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body?: Buffer) {
+  return new Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+    const stream = session.request({ ':authority': 'site.localhost', ...headers });
+    const chunks: Buffer[] = [];
+    let responseHeaders: http2.IncomingHttpHeaders = {};
+    stream.on('response', (h) => (responseHeaders = h));
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    stream.on('end', () => resolve({ status: Number(responseHeaders[':status']), headers: responseHeaders, body: Buffer.concat(chunks) }));
+    stream.on('error', reject);
+    stream.end(body);
+  });
+}
+
 t.test('a project over HTTP/2: pseudo-headers never reach the upstream, large bodies stream', async (t) => {
   const session = http2.connect(`https://localhost:${ports.https}`, { ca: portico.ca });
   t.teardown(() => session.close());
-  const request = (headers: http2.OutgoingHttpHeaders, body?: Buffer) =>
-    new Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
-      const stream = session.request({ ':authority': 'site.localhost', ...headers });
-      const chunks: Buffer[] = [];
-      let responseHeaders: http2.IncomingHttpHeaders = {};
-      stream.on('response', (h) => (responseHeaders = h));
-      stream.on('data', (c: Buffer) => chunks.push(c));
-      stream.on('end', () => resolve({ status: Number(responseHeaders[':status']), headers: responseHeaders, body: Buffer.concat(chunks) }));
-      stream.on('error', reject);
-      stream.end(body);
-    });
   // the certificate is checked for the connection's name (localhost); the request is for site.localhost
-  const echo = await request({ ':path': '/echo?x=1', ':method': 'GET' });
+  const echo = await h2request(session, { ':path': '/echo?x=1', ':method': 'GET' });
   t.equal(echo.status, 421, 'a request for another hostname than the SNI on this connection is misdirected');
 
   const site = http2.connect(`https://localhost:${ports.https}`, { ca: portico.ca, servername: 'site.localhost', checkServerIdentity: (_host, cert) => tls.checkServerIdentity('localhost', cert) });
   t.teardown(() => site.close());
-  const onSite = (headers: http2.OutgoingHttpHeaders, body?: Buffer) =>
-    new Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
-      const stream = site.request({ ':authority': 'site.localhost', ...headers });
-      const chunks: Buffer[] = [];
-      let responseHeaders: http2.IncomingHttpHeaders = {};
-      stream.on('response', (h) => (responseHeaders = h));
-      stream.on('data', (c: Buffer) => chunks.push(c));
-      stream.on('end', () => resolve({ status: Number(responseHeaders[':status']), headers: responseHeaders, body: Buffer.concat(chunks) }));
-      stream.on('error', reject);
-      stream.end(body);
-    });
+  const onSite = (headers: http2.OutgoingHttpHeaders, body?: Buffer) => h2request(site, headers, body);
   const seen = JSON.parse((await onSite({ ':path': '/echo?x=1' })).body.toString());
   t.equal(seen.url, '/echo?x=1');
   t.equal(seen.httpVersion, '1.1', 'upstreams are spoken to over HTTP/1.1');
