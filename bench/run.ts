@@ -18,7 +18,7 @@
 // BENCH_ONLY=proxy,v1,redirect,handshake,resume, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
 // afterwards, top self-time functions printed), BENCH_DIST=1 (run dist/ instead of src/).
 import { spawnSync, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../test/helpers/free-port.ts';
@@ -533,6 +533,10 @@ async function profileRun(which: 'proxy' | 'v1' | 'handshake', ctx: { startOne: 
     console.log('no .cpuprofile was written');
     return undefined;
   }
+  const kept = path.join(import.meta.dirname, 'results', `portico-${which}-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`);
+  mkdirSync(path.dirname(kept), { recursive: true });
+  copyFileSync(file, kept);
+  console.log(`profile kept in ${path.relative(process.cwd(), kept)} (open it in Chrome DevTools or speedscope)`);
   const summary = summarizeProfile(file, 20);
   console.log(`busy ${(summary.busyMs / 1000).toFixed(1)} s (start-up included); self time, share of busy:`);
   console.log(table(['function', '%'], summary.functions.map((f) => [f.name, fmt(f.pct, 1)])));
