@@ -53,7 +53,11 @@ export function sendError(res: Response, code: ErrorCode, message?: string, head
 }
 
 export function sendJson(res: Response, status: number, value: unknown, headers: Record<string, string> = {}): void {
-  const body = value === undefined ? '' : JSON.stringify(value);
+  sendJsonText(res, status, value === undefined ? '' : JSON.stringify(value), headers);
+}
+
+/** JSON that is already serialised (a cached answer) */
+export function sendJsonText(res: Response, status: number, body: string, headers: Record<string, string> = {}): void {
   for (const [name, v] of Object.entries(headers)) res.setHeader(name, v);
   if (body) {
     res.setHeader('content-type', 'application/json; charset=utf-8');

@@ -1,6 +1,6 @@
 // The /v1 API served by Portico itself (DESIGN §4).
 import type { Config } from '../config.ts';
-import { HttpError, sendError, sendJson, type Response } from '../errors.ts';
+import { HttpError, sendError, sendJson, sendJsonText, type Response } from '../errors.ts';
 import type { Decision, RateLimiter } from '../ratelimit/limiter.ts';
 import type { Account, Environment, Stores } from '../state/types.ts';
 import type { Forwarder } from '../proxy/forward.ts';
@@ -59,8 +59,8 @@ export function createApi(deps: ApiDeps): (req: Request, res: Response, request:
   const forwardToUpstream: Operation = async ({ req, res, request, account }) => {
     if (!config.api.upstream) throw new HttpError('not_found');
     // the path is kept whole (`/v1/pets/7`) below the upstream's own base path
-    const target = new URL(request.path.slice(1) + request.query, withSlash(config.api.upstream));
-    await deps.forwarder.forward(req, res, target, {
+    const url = new URL(request.path.slice(1) + request.query, withSlash(config.api.upstream));
+    await deps.forwarder.forward(req, res, { origin: url.origin, path: url.pathname + url.search }, {
       'x-portico-account-id': account!.id,
       'x-portico-environment': request.environment,
       'x-forwarded-for': request.clientIp,
@@ -72,7 +72,7 @@ export function createApi(deps: ApiDeps): (req: Request, res: Response, request:
     {
       pattern: /^\/v1\/categories$/,
       methods: {
-        GET: async ({ res, request }) => sendJson(res, 200, await stores.categories.list(request.environment)),
+        GET: async ({ res, request }) => sendJsonText(res, 200, serialised(await stores.categories.list(request.environment))),
         POST: async ({ req, res, request }) => {
           const fields = parseNewCategory(await readJsonObject(req, config.api.maxBodyBytes));
           const created = await stores.categories.create(request.environment, fields, config.api.maxCategories);
@@ -96,6 +96,14 @@ export function createApi(deps: ApiDeps): (req: Request, res: Response, request:
     { pattern: /^\/v1\/store\/orders$/, methods: { GET: forwardToUpstream } },
     { pattern: /^\/v1\/openapi\.json$/, methods: { GET: async ({ res }) => sendJson(res, 200, deps.openapi()) }, public: true },
   ];
+
+  // stores hand out the same list object until it changes: serialise each one once
+  const json = new WeakMap<object, string>();
+  const serialised = (value: object): string => {
+    let text = json.get(value);
+    if (text === undefined) json.set(value, (text = JSON.stringify(value)));
+    return text;
+  };
 
   const deprecationHeaders = {
     deprecation: `@${Math.floor(Date.parse(config.api.pets.deprecatedAt) / 1000)}`,

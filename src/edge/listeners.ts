@@ -159,18 +159,15 @@ export function createListeners(deps: ListenerDeps): Listeners {
 function trackConnections(server: http2.Http2SecureServer, headersMs: () => number) {
   const sockets = new Set<TLSSocket>();
   const sessions = new Set<http2.ServerHttp2Session>();
-  const busy = new WeakMap<TLSSocket, number>();
-  const deadlines = new WeakMap<TLSSocket, NodeJS.Timeout>();
-  const awaitHeaders = (socket: TLSSocket) => {
-    clearTimeout(deadlines.get(socket));
-    deadlines.set(socket, setTimeout(() => socket.destroy(), headersMs()).unref());
-  };
+  // per HTTP/1.1 connection: requests in flight, and one timer re-armed with refresh() (cheaper
+  // than a new timer per request); it fires harmlessly while a request is in flight
+  const connections = new WeakMap<TLSSocket, { busy: number; deadline: NodeJS.Timeout }>();
   const state = {
     draining: false,
     drain() {
       state.draining = true;
       for (const session of sessions) session.close();
-      for (const socket of sockets) if (socket.alpnProtocol !== 'h2' && !busy.get(socket)) socket.destroy();
+      for (const socket of sockets) if (socket.alpnProtocol !== 'h2' && !connections.get(socket)?.busy) socket.destroy();
     },
     destroyAll() {
       for (const session of sessions) session.destroy();
@@ -179,10 +176,11 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
   };
   server.on('secureConnection', (socket: TLSSocket) => {
     sockets.add(socket);
-    if (socket.alpnProtocol !== 'h2') awaitHeaders(socket);
+    const connection = socket.alpnProtocol === 'h2' ? null : { busy: 0, deadline: setTimeout(() => connection!.busy === 0 && socket.destroy(), headersMs()).unref() };
+    if (connection) connections.set(socket, connection);
     socket.once('close', () => {
       sockets.delete(socket);
-      clearTimeout(deadlines.get(socket));
+      if (connection) clearTimeout(connection.deadline);
     });
   });
   server.on('session', (session: http2.ServerHttp2Session) => {
@@ -192,13 +190,13 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
   server.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
     if (req.httpVersionMajor !== 1) return;
     const socket = req.socket as TLSSocket;
-    clearTimeout(deadlines.get(socket));
-    busy.set(socket, (busy.get(socket) ?? 0) + 1);
+    const connection = connections.get(socket);
+    if (!connection) return;
+    connection.busy++;
     res.once('close', () => {
-      busy.set(socket, (busy.get(socket) ?? 1) - 1);
-      if (busy.get(socket)) return;
+      if (--connection.busy > 0) return;
       if (state.draining) socket.end();
-      else if (!socket.destroyed) awaitHeaders(socket);
+      else connection.deadline.refresh();
     });
   });
   return state;

@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import type { Hsts } from '../state/types.ts';
 import type { ProxyContext } from '../proxy/project-proxy.ts';
 import { HttpError, sendError, type Response } from '../errors.ts';
-import type { Logger } from '../log.ts';
+import { accessLogger, type Logger } from '../log.ts';
 import type { Metrics, RouteLabel } from '../metrics.ts';
 import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
 import type { RouteTable } from '../routing/route.ts';
@@ -43,10 +43,23 @@ export type Handler = (req: Request, res: Response) => void;
 // 5. when the answer is finished: metrics and one access log line (never a key or Authorization).
 export function createEdgeHandler(deps: EdgeDeps): Handler {
   const { routes, metrics, log, trust } = deps;
+  const access = accessLogger(log);
   const port = deps.publicHttpsPort === 443 ? '' : `:${deps.publicHttpsPort}`;
+  // Host header → hostname: the same few values arrive again and again
+  const hostnames = new Map<string, string>();
+  const hostnameOf = (host: string | undefined): string => {
+    if (host === undefined) return '';
+    let hostname = hostnames.get(host);
+    if (hostname === undefined) {
+      hostname = hostnameFromHost(host);
+      if (hostnames.size >= 10_000) hostnames.clear();
+      hostnames.set(host, hostname);
+    }
+    return hostname;
+  };
   return (req, res) => {
     const started = performance.now();
-    const hostname = hostnameFromHost(req.headers.host ?? (req.headers[':authority'] as string | undefined));
+    const hostname = hostnameOf(req.headers.host ?? (req.headers[':authority'] as string | undefined));
     const socket = req.socket as TLSSocket;
     const peer = proxiedAddress(socket)?.address ?? socket.remoteAddress ?? '';
     const ip = clientIp(peer, req.headers['x-forwarded-for'], trust);
@@ -60,7 +73,7 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
       const seconds = (performance.now() - started) / 1000;
       metrics.httpRequests.inc({ route: routeLabel, method: methodLabel(req.method), status: res.statusCode });
       metrics.httpDuration.observe({ route: routeLabel }, seconds);
-      log.info({
+      access.info({
         method: req.method,
         hostname,
         path,

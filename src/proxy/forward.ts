@@ -2,8 +2,7 @@
 // Hop-by-hop headers (RFC 9110 §7.6.1) and HTTP/2 pseudo-headers never cross; bodies stream both
 // ways; a client that goes away aborts the upstream request; refused → 502, silent → 504.
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
-import { pipeline } from 'node:stream/promises';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError, type Response } from '../errors.ts';
 import type { Request } from '../api/body.ts';
@@ -15,13 +14,19 @@ const HOP_BY_HOP = new Set([
 
 export type UpstreamErrorKind = 'connect' | 'timeout' | 'reset' | 'other';
 
+/** Where one request goes: `http://host:port` and the path with its query. */
+export interface Target {
+  origin: string;
+  path: string;
+}
+
 export interface Forwarder {
   /**
-   * `target` is the upstream origin + path + query; `extra` headers are added after filtering.
+   * `target` is the upstream origin and the path + query; `extra` headers are added after filtering.
    * `report`, when given, receives this call's upstream failures instead of the forwarder's `onError`,
    * so one forwarder shared by several callers counts each failure once, under the caller's name.
    */
-  forward(req: Request, res: Response, target: URL, extra: Record<string, string>, drop?: ReadonlySet<string>, report?: (kind: UpstreamErrorKind) => void): Promise<void>;
+  forward(req: Request, res: Response, target: Target, extra: Record<string, string>, drop?: ReadonlySet<string>, report?: (kind: UpstreamErrorKind) => void): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -53,33 +58,36 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
       res.once('close', onClose);
       const headers = requestHeaders(req.headers, extra, drop);
       const hasBody = req.method !== 'GET' && req.method !== 'HEAD' || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
-      let upstream: Dispatcher.ResponseData;
+      let answered = false;
       try {
-        upstream = await agent.request({
-          origin: target.origin,
-          path: target.pathname + target.search,
-          method: req.method as Dispatcher.HttpMethod,
-          headers,
-          body: hasBody ? (req as unknown as Readable) : undefined,
-          signal: abort.signal,
-        });
+        // stream(): undici writes the upstream body straight into the response (with back-pressure),
+        // no intermediate Readable and no stream.pipeline — both cost a lot per request
+        await agent.stream(
+          {
+            origin: target.origin,
+            path: target.path,
+            method: req.method as Dispatcher.HttpMethod,
+            headers,
+            body: hasBody ? (req as unknown as Readable) : undefined,
+            signal: abort.signal,
+          },
+          ({ statusCode, headers: upstreamHeaders }) => {
+            answered = true;
+            res.statusCode = statusCode;
+            const named = connectionTokens(upstreamHeaders.connection);
+            for (const name in upstreamHeaders) {
+              const value = upstreamHeaders[name];
+              if (value !== undefined && !HOP_BY_HOP.has(name) && !named.has(name)) res.setHeader(name, value);
+            }
+            return res as unknown as Writable;
+          },
+        );
       } catch (err) {
-        res.off('close', onClose);
         if (abort.signal.aborted) return;
         const kind = classify(err);
         report(kind);
-        throw new HttpError(kind === 'timeout' ? 'gateway_timeout' : 'bad_gateway');
-      }
-      res.statusCode = upstream.statusCode;
-      const named = connectionTokens(upstream.headers.connection);
-      for (const [name, value] of Object.entries(upstream.headers)) {
-        if (value !== undefined && !HOP_BY_HOP.has(name) && !named.has(name)) res.setHeader(name, value);
-      }
-      try {
-        await pipeline(upstream.body, res as unknown as NodeJS.WritableStream);
-      } catch (err) {
-        if (!abort.signal.aborted) report(classify(err));
-        // headers are gone already: the only honest signal left is to cut the response
+        // before the answer started: a 502/504 page; after: cutting the response is the only honest signal
+        if (!answered) throw new HttpError(kind === 'timeout' ? 'gateway_timeout' : 'bad_gateway');
         if (!res.writableFinished) (res as { destroy(): void }).destroy();
       } finally {
         res.off('close', onClose);
@@ -92,7 +100,8 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
 function requestHeaders(incoming: IncomingHttpHeaders, extra: Record<string, string>, drop?: ReadonlySet<string>): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   const named = connectionTokens(incoming.connection);
-  for (const [name, value] of Object.entries(incoming)) {
+  for (const name in incoming) {
+    const value = incoming[name];
     // `expect: 100-continue` was answered by Node's server already (no 'checkContinue' listener), and
     // undici refuses the header outright (NotSupportedError): forwarding it turned every
     // `curl -d @big-file` into a 502.

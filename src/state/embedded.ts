@@ -93,6 +93,7 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
   for (const key of keys.values()) keysByHash.set(key.hash, key.id);
   const categories = (environment: Environment) => tables.table<Category>(`categories:${environment}`);
   const pendingCreates = new Map<Environment, number>();
+  const sortedCategories = new Map<Environment, Category[]>();
   const projects = tables.table<Project>('projects');
   const projectNames = new Map<string, string>();
   for (const project of projects.values()) projectNames.set(project.name, project.id);
@@ -135,7 +136,12 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
       },
     },
     categories: {
-      list: async (environment) => [...categories(environment).values()].sort((a, b) => a.id - b.id),
+      list: async (environment) => {
+        // the same array until the next create: callers may memoise on it (the API caches its JSON)
+        let list = sortedCategories.get(environment);
+        if (!list) sortedCategories.set(environment, (list = [...categories(environment).values()].sort((a, b) => a.id - b.id)));
+        return list;
+      },
       get: async (environment, id) => categories(environment).get(String(id)) ?? null,
       create: async (environment, fields, cap) => {
         // creates still being fsynced count against the cap too
@@ -145,6 +151,7 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
           const { value: id, durable } = tables.next(`category:${environment}`);
           const category: Category = { id, ...fields };
           await Promise.all([durable, tables.put(`categories:${environment}`, String(id), category)]);
+          sortedCategories.delete(environment);
           return category;
         } finally {
           pendingCreates.set(environment, pendingCreates.get(environment)! - 1);

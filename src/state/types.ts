@@ -52,7 +52,7 @@ export interface KeyStore {
 }
 
 export interface CategoryStore {
-  /** every category of the environment in id order */
+  /** every category of the environment in id order; do not modify the array (it may be shared) */
   list(environment: Environment): Promise<Category[]>;
   get(environment: Environment, id: number): Promise<Category | null>;
   /**
