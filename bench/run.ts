@@ -220,8 +220,8 @@ function ratioLine(ratio: ScenarioResult['ratios'][number]): string {
 // ---------------------------------------------------------------------------------------------
 // tools
 
-function ensureTools(): { wrk: boolean; nginx: boolean; redis: boolean; notes: string[] } {
-  const needed: Array<[string, string]> = [['wrk', 'wrk'], ['nginx', 'nginx'], ['redis-server', 'redis-server']];
+function ensureTools(): { wrk: boolean; nginx: boolean; redis: boolean; h2load: boolean; notes: string[] } {
+  const needed: Array<[string, string]> = [['wrk', 'wrk'], ['nginx', 'nginx'], ['redis-server', 'redis-server'], ['h2load', 'nghttp2-client']];
   const notes: string[] = [];
   const missing = needed.filter(([bin]) => !onPath(bin)).map(([, pkg]) => pkg);
   if (missing.length) {
@@ -238,7 +238,7 @@ function ensureTools(): { wrk: boolean; nginx: boolean; redis: boolean; notes: s
       notes.push(`not installed and not root on Debian: ${missing.join(' ')} (sudo apt-get install -y ${missing.join(' ')})`);
     }
   }
-  return { wrk: onPath('wrk'), nginx: onPath('nginx'), redis: onPath('redis-server'), notes };
+  return { wrk: onPath('wrk'), nginx: onPath('nginx'), redis: onPath('redis-server'), h2load: onPath('h2load'), notes };
 }
 
 function version(cmd: string, args: string[]): string {

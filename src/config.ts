@@ -5,6 +5,7 @@ import path from 'node:path';
 import net from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import type { Limit } from './ratelimit/limiter.ts';
+import { Reader, isObject } from './config-reader.ts';
 
 export type Plan = 'free' | 'pro' | 'business' | 'enterprise';
 export const PLANS: readonly Plan[] = ['free', 'pro', 'business', 'enterprise'];
@@ -106,7 +107,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
     if (raw === undefined || raw === '') continue;
     setPath(tree, at, fromEnv(raw, kind));
   }
-  const read = new Reader(tree, problems);
+  const read = new Reader(tree, problems, new Map(ENV.map(([name, at]) => [at, name])));
   const config: Config = {
     configFile,
     http: { port: read.port('http.port', 8080) },
@@ -223,10 +224,6 @@ function fromEnv(raw: string, kind: Kind): unknown {
   }
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 function setPath(tree: Record<string, unknown>, at: string, value: unknown): void {
   const parts = at.split('.');
   let node = tree;
@@ -243,152 +240,6 @@ function deepFreeze<T>(value: T): T {
     Object.freeze(value);
   }
   return value;
-}
-
-const ENV_OF = new Map(ENV.map(([name, at]) => [at, name]));
-
-// Reads typed values out of the YAML tree, collecting every problem instead of stopping at the first.
-class Reader {
-  private readonly seen = new Set<string>();
-  private readonly tree: Record<string, unknown>;
-  private readonly problems: string[];
-  constructor(tree: Record<string, unknown>, problems: string[]) {
-    this.tree = tree;
-    this.problems = problems;
-  }
-
-  private get(at: string): unknown {
-    this.seen.add(at);
-    let node: unknown = this.tree;
-    for (const part of at.split('.')) {
-      if (!isObject(node)) return undefined;
-      node = node[part];
-    }
-    return node;
-  }
-
-  private fail(at: string, what: string): void {
-    const name = ENV_OF.get(at);
-    this.problems.push(`${at}${name ? ` (${name})` : ''} ${what}`);
-  }
-
-  port(at: string, fallback: number): number {
-    const v = this.optionalPort(at);
-    return v ?? fallback;
-  }
-
-  optionalPort(at: string): number | null {
-    const v = this.get(at);
-    if (v === undefined || v === null) return null;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 65535) {
-      this.fail(at, `must be a port number 0–65535, got ${JSON.stringify(v)}`);
-      return 0;
-    }
-    return v;
-  }
-
-  int(at: string, fallback: number, min: number): number {
-    const v = this.get(at);
-    if (v === undefined || v === null) return fallback;
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
-      this.fail(at, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`);
-      return fallback;
-    }
-    return v;
-  }
-
-  string(at: string, fallback: string): string {
-    return this.optionalString(at) ?? fallback;
-  }
-
-  optionalString(at: string): string | null {
-    const v = this.get(at);
-    if (v === undefined || v === null) return null;
-    if (typeof v !== 'string' || v.trim() === '') {
-      this.fail(at, `must be a non-empty string, got ${JSON.stringify(v)}`);
-      return null;
-    }
-    return v.trim();
-  }
-
-  hostname(at: string, fallback: string): string {
-    const v = this.string(at, fallback).toLowerCase().replace(/\.$/, '');
-    if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(v)) {
-      this.fail(at, `must be a hostname, got ${JSON.stringify(v)}`);
-    }
-    return v;
-  }
-
-  optionalUrl(at: string, protocols: string[]): string | null {
-    const v = this.optionalString(at);
-    if (v === null) return null;
-    try {
-      const url = new URL(v);
-      if (!protocols.includes(url.protocol)) this.fail(at, `must be a ${protocols.join(' or ')} URL, got ${JSON.stringify(v)}`);
-    } catch {
-      this.fail(at, `must be a URL, got ${JSON.stringify(v)}`);
-    }
-    return v;
-  }
-
-  list(at: string, fallback: string[]): string[] {
-    const v = this.get(at);
-    if (v === undefined || v === null) return fallback;
-    if (!Array.isArray(v) || !v.every((s) => typeof s === 'string' && s.trim() !== '')) {
-      this.fail(at, `must be a list of strings, got ${JSON.stringify(v)}`);
-      return fallback;
-    }
-    return v.map((s: string) => s.trim());
-  }
-
-  bool(at: string, fallback: boolean): boolean {
-    const v = this.get(at);
-    if (v === undefined || v === null) return fallback;
-    if (typeof v !== 'boolean') {
-      this.fail(at, `must be true or false, got ${JSON.stringify(v)}`);
-      return fallback;
-    }
-    return v;
-  }
-
-  oneOf<T extends string>(at: string, options: readonly T[], fallback: T): T {
-    const v = this.get(at);
-    if (v === undefined || v === null) return fallback;
-    if (!options.includes(v as T)) {
-      this.fail(at, `must be one of ${options.join(', ')}, got ${JSON.stringify(v)}`);
-      return fallback;
-    }
-    return v as T;
-  }
-
-  date(at: string, fallback: string): string {
-    const v = this.string(at, fallback);
-    if (Number.isNaN(Date.parse(v))) this.fail(at, `must be an ISO 8601 date, got ${JSON.stringify(v)}`);
-    return v;
-  }
-
-  limit(at: string, fallback: Limit): Limit {
-    // only the two children are marked as read, so a typo beside them is reported as unknown
-    let node: unknown = this.tree;
-    for (const part of at.split('.')) node = isObject(node) ? node[part] : undefined;
-    if (node !== undefined && node !== null && !isObject(node)) this.fail(at, `must be a mapping {perMinute, perDay}, got ${JSON.stringify(node)}`);
-    return { perMinute: this.int(`${at}.perMinute`, fallback.perMinute, 1), perDay: this.int(`${at}.perDay`, fallback.perDay, 1) };
-  }
-
-  /** keys in the file that no setting reads are mistakes (a typo silently ignored costs hours) */
-  unknownKeys(): void {
-    const walk = (node: unknown, prefix: string): void => {
-      if (!isObject(node)) return;
-      for (const [key, value] of Object.entries(node)) {
-        const at = prefix ? `${prefix}.${key}` : key;
-        if (this.seen.has(at)) continue;
-        const known = [...this.seen].some((s) => s.startsWith(`${at}.`));
-        if (!known) this.problems.push(`${at} is not a known setting`);
-        else walk(value, at);
-      }
-    };
-    walk(this.tree, '');
-  }
 }
 
 /** Where the CLI finds the admin API: PORTICO_ADMIN_URL / PORTICO_ADMIN_TOKEN, else the local defaults. */

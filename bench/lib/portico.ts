@@ -18,6 +18,9 @@ export interface Portico {
   certFile: string;
   keyFile: string;
   entry: string;
+  /** Date.now() just before the spawn, and the `time` of the "Portico listening" log line */
+  spawnedAt: number;
+  listeningAt: number;
 }
 
 export function porticoEntry(): string {
@@ -26,30 +29,33 @@ export function porticoEntry(): string {
   return process.env.BENCH_DIST === '1' && existsSync(dist) ? dist : path.join(ROOT, 'src/cli/main.ts');
 }
 
-export async function startPortico(opts: { dataDir: string; certsDir: string; logFile: string; cpus: string | null; redisUrl?: string; nodeArgs?: string[] }): Promise<Portico> {
+export async function startPortico(opts: { dataDir: string; certsDir: string; logFile: string; cpus: string | null; redisUrl?: string; nodeArgs?: string[]; env?: Record<string, string>; ports?: { https: number; http: number; admin: number }; timeoutMs?: number; onSpawn?: (p: Spawned) => void }): Promise<Portico> {
   const entry = porticoEntry();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PORTICO_CONFIG: path.join(ROOT, 'config/portico.yaml'),
-    PORTICO_HTTP_PORT: '0',
-    PORTICO_HTTPS_PORT: '0',
-    PORTICO_ADMIN_PORT: '0',
+    PORTICO_HTTP_PORT: String(opts.ports?.http ?? 0),
+    PORTICO_HTTPS_PORT: String(opts.ports?.https ?? 0),
+    PORTICO_ADMIN_PORT: String(opts.ports?.admin ?? 0),
     PORTICO_DATA_DIR: opts.dataDir,
     PORTICO_CERTS_DIR: opts.certsDir,
     PORTICO_ADMIN_TOKEN: ADMIN_TOKEN,
     PORTICO_LOG_LEVEL: 'info',
+    ...opts.env,
   };
   if (opts.redisUrl) env.PORTICO_REDIS_URL = opts.redisUrl;
   else delete env.PORTICO_REDIS_URL;
   const fd = openSync(opts.logFile, 'a');
+  const spawnedAt = Date.now();
   const p = spawnPinned('portico', opts.cpus, process.execPath, [...(opts.nodeArgs ?? []), entry, 'serve'], { env, stdio: ['ignore', fd, fd], cwd: ROOT });
   closeSync(fd);
-  const ports = await waitForLine(opts.logFile, (line) => {
+  opts.onSpawn?.(p);
+  const { time: listeningAt, ...ports } = await waitForLine(opts.logFile, (line) => {
     if (!line.includes('Portico listening')) return undefined;
-    const entry = JSON.parse(line) as { https: number; http: number; admin: number };
-    return { https: entry.https, http: entry.http, admin: entry.admin };
-  }, 20_000, p.exited);
-  return { process: p, ...ports, logFile: opts.logFile, certFile: path.join(opts.certsDir, 'fallback.crt'), keyFile: path.join(opts.certsDir, 'fallback.key'), entry };
+    const entry = JSON.parse(line) as { https: number; http: number; admin: number; time: number };
+    return { https: entry.https, http: entry.http, admin: entry.admin, time: entry.time };
+  }, opts.timeoutMs ?? 20_000, p.exited);
+  return { process: p, ...ports, logFile: opts.logFile, certFile: path.join(opts.certsDir, 'fallback.crt'), keyFile: path.join(opts.certsDir, 'fallback.key'), entry, spawnedAt, listeningAt };
 }
 
 export async function admin<T>(portico: Portico, method: string, route: string, body?: unknown): Promise<T> {

@@ -1,0 +1,73 @@
+// h2load (Debian `nghttp2-client`) runs for the HTTP/2 scenario. h2load sends the URI's host as SNI
+// and :authority, and `--connect-to` sends the connection to 127.0.0.1 without resolving that host,
+// so the real name reaches the server with no hosts-file trick (unlike wrk, see wrk.ts).
+// p50/p99 come from h2load's per-request `--log-file` (start µs, status, µs until the end of the
+// response); its own summary only has min/mean/max/sd of "time for request".
+import { spawn } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { wrap } from './proc.ts';
+import type { LoadResult } from './wrk.ts';
+
+export interface H2loadRun {
+  hostname: string;
+  port: number;
+  path: string;
+  headers?: Record<string, string>;
+  /** connections (-c) */
+  clients: number;
+  /** concurrent streams per connection (-m) */
+  streams: number;
+  seconds: number;
+  cpus: string | null;
+  /** where the per-request log goes (deleted after reading) */
+  logFile: string;
+}
+
+export async function runH2load(run: H2loadRun): Promise<LoadResult> {
+  const args = ['-t', '1', '-c', String(run.clients), '-m', String(run.streams), '-D', String(run.seconds), `--connect-to=127.0.0.1:${run.port}`, `--log-file=${run.logFile}`];
+  for (const [name, value] of Object.entries(run.headers ?? {})) args.push('-H', `${name}: ${value}`);
+  args.push(`https://${run.hostname}:${run.port}${run.path}`);
+  const [cmd, argv] = wrap(run.cpus, 'h2load', args);
+  rmSync(run.logFile, { force: true });
+  const out = await new Promise<string>((resolve, reject) => {
+    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let text = '';
+    child.stdout.on('data', (d: Buffer) => { text += d; });
+    child.stderr.on('data', (d: Buffer) => { text += d; });
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`h2load exited with ${code}:\n${text.slice(-2000)}`))));
+  });
+  const finished = /finished in ([\d.]+)(s|ms|us), ([\d.]+) req\/s/.exec(out);
+  const counts = /requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout/.exec(out);
+  const codes = /status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx/.exec(out);
+  const protocol = /Application protocol: (\S+)/.exec(out)?.[1] ?? '?';
+  if (!finished || !counts || !codes) throw new Error(`h2load printed no summary:\n${out.slice(-2000)}`);
+  const seconds = Number(finished[1]) / (finished[2] === 'ms' ? 1e3 : finished[2] === 'us' ? 1e6 : 1);
+  const succeeded = Number(counts[4]);
+  const [failed, errored, timeout] = [Number(counts[5]), Number(counts[6]), Number(counts[7])];
+  const bad = Number(codes[3]) + Number(codes[4]);
+  // per-request times of the successful responses, from the log (one row per finished stream)
+  const times: number[] = [];
+  for (const line of readFileSync(run.logFile, 'utf8').split('\n')) {
+    const [, status, us] = line.split('\t');
+    if (us !== undefined && Number(status) >= 200 && Number(status) < 400) times.push(Number(us));
+  }
+  rmSync(run.logFile, { force: true });
+  times.sort((a, b) => a - b);
+  const pct = (p: number) => (times.length ? times[Math.min(times.length - 1, Math.floor((p / 100) * times.length))] / 1000 : NaN);
+  const ok = succeeded - bad;
+  const parts = [failed ? `failed ${failed}` : '', errored ? `errored ${errored}` : '', timeout ? `timeout ${timeout}` : '', bad ? `non-2xx/3xx ${bad}` : ''].filter(Boolean);
+  return {
+    requests: ok,
+    seconds,
+    rps: ok / seconds,
+    p50ms: pct(50),
+    p99ms: pct(99),
+    errors: failed + errored + timeout + bad,
+    errorDetail: parts.join(', '),
+    info: `protocol ${protocol}${protocol === 'h2' ? '' : ' (NOT h2)'}, ${run.clients}×${run.streams} streams`,
+  };
+}
+
+export const h2loadLog = (dir: string, name: string) => path.join(dir, `h2load-${name.replace(/[^a-z0-9]+/gi, '-')}.log`);

@@ -1,0 +1,154 @@
+// Typed reads out of the parsed YAML tree for config.ts, collecting every problem instead of
+// stopping at the first one.
+import type { Limit } from './ratelimit/limiter.ts';
+
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+export class Reader {
+  private readonly seen = new Set<string>();
+  private readonly tree: Record<string, unknown>;
+  private readonly problems: string[];
+  /** setting → the environment variable that overrides it, to name both in messages */
+  private readonly envOf: ReadonlyMap<string, string>;
+  constructor(tree: Record<string, unknown>, problems: string[], envOf: ReadonlyMap<string, string>) {
+    this.tree = tree;
+    this.problems = problems;
+    this.envOf = envOf;
+  }
+
+  private get(at: string): unknown {
+    this.seen.add(at);
+    let node: unknown = this.tree;
+    for (const part of at.split('.')) {
+      if (!isObject(node)) return undefined;
+      node = node[part];
+    }
+    return node;
+  }
+
+  private fail(at: string, what: string): void {
+    const name = this.envOf.get(at);
+    this.problems.push(`${at}${name ? ` (${name})` : ''} ${what}`);
+  }
+
+  port(at: string, fallback: number): number {
+    const v = this.optionalPort(at);
+    return v ?? fallback;
+  }
+
+  optionalPort(at: string): number | null {
+    const v = this.get(at);
+    if (v === undefined || v === null) return null;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 65535) {
+      this.fail(at, `must be a port number 0–65535, got ${JSON.stringify(v)}`);
+      return 0;
+    }
+    return v;
+  }
+
+  int(at: string, fallback: number, min: number): number {
+    const v = this.get(at);
+    if (v === undefined || v === null) return fallback;
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
+      this.fail(at, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`);
+      return fallback;
+    }
+    return v;
+  }
+
+  string(at: string, fallback: string): string {
+    return this.optionalString(at) ?? fallback;
+  }
+
+  optionalString(at: string): string | null {
+    const v = this.get(at);
+    if (v === undefined || v === null) return null;
+    if (typeof v !== 'string' || v.trim() === '') {
+      this.fail(at, `must be a non-empty string, got ${JSON.stringify(v)}`);
+      return null;
+    }
+    return v.trim();
+  }
+
+  hostname(at: string, fallback: string): string {
+    const v = this.string(at, fallback).toLowerCase().replace(/\.$/, '');
+    if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(v)) {
+      this.fail(at, `must be a hostname, got ${JSON.stringify(v)}`);
+    }
+    return v;
+  }
+
+  optionalUrl(at: string, protocols: string[]): string | null {
+    const v = this.optionalString(at);
+    if (v === null) return null;
+    try {
+      const url = new URL(v);
+      if (!protocols.includes(url.protocol)) this.fail(at, `must be a ${protocols.join(' or ')} URL, got ${JSON.stringify(v)}`);
+    } catch {
+      this.fail(at, `must be a URL, got ${JSON.stringify(v)}`);
+    }
+    return v;
+  }
+
+  list(at: string, fallback: string[]): string[] {
+    const v = this.get(at);
+    if (v === undefined || v === null) return fallback;
+    if (!Array.isArray(v) || !v.every((s) => typeof s === 'string' && s.trim() !== '')) {
+      this.fail(at, `must be a list of strings, got ${JSON.stringify(v)}`);
+      return fallback;
+    }
+    return v.map((s: string) => s.trim());
+  }
+
+  bool(at: string, fallback: boolean): boolean {
+    const v = this.get(at);
+    if (v === undefined || v === null) return fallback;
+    if (typeof v !== 'boolean') {
+      this.fail(at, `must be true or false, got ${JSON.stringify(v)}`);
+      return fallback;
+    }
+    return v;
+  }
+
+  oneOf<T extends string>(at: string, options: readonly T[], fallback: T): T {
+    const v = this.get(at);
+    if (v === undefined || v === null) return fallback;
+    if (!options.includes(v as T)) {
+      this.fail(at, `must be one of ${options.join(', ')}, got ${JSON.stringify(v)}`);
+      return fallback;
+    }
+    return v as T;
+  }
+
+  date(at: string, fallback: string): string {
+    const v = this.string(at, fallback);
+    if (Number.isNaN(Date.parse(v))) this.fail(at, `must be an ISO 8601 date, got ${JSON.stringify(v)}`);
+    return v;
+  }
+
+  limit(at: string, fallback: Limit): Limit {
+    // only the two children are marked as read, so a typo beside them is reported as unknown
+    let node: unknown = this.tree;
+    for (const part of at.split('.')) node = isObject(node) ? node[part] : undefined;
+    if (node !== undefined && node !== null && !isObject(node)) this.fail(at, `must be a mapping {perMinute, perDay}, got ${JSON.stringify(node)}`);
+    return { perMinute: this.int(`${at}.perMinute`, fallback.perMinute, 1), perDay: this.int(`${at}.perDay`, fallback.perDay, 1) };
+  }
+
+  /** keys in the file that no setting reads are mistakes (a typo silently ignored costs hours) */
+  unknownKeys(): void {
+    const walk = (node: unknown, prefix: string): void => {
+      if (!isObject(node)) return;
+      for (const [key, value] of Object.entries(node)) {
+        const at = prefix ? `${prefix}.${key}` : key;
+        if (this.seen.has(at)) continue;
+        const known = [...this.seen].some((s) => s.startsWith(`${at}.`));
+        if (!known) this.problems.push(`${at} is not a known setting`);
+        else walk(value, at);
+      }
+    };
+    walk(this.tree, '');
+  }
+}
+
