@@ -10,13 +10,20 @@
 //   d. full TLS handshake per request (a Node client that never offers a session), vs nginx and a bare
 //      Node HTTPS server
 //   e. resumed handshake per request (wrk with `Connection: close` resumes its session), vs nginx
+//   h2. scenario a over HTTP/2: h2load → Portico and → nginx (`listen … ssl http2`), and in the same
+//      run Portico and nginx over HTTP/1.1 (wrk), so HTTP/2 ÷ HTTP/1.1 is visible
+//   f. scale: 100,000 domains with stored certificates (embedded state, generated on disk and cached
+//      in bench/results/scale-cache/): start-up time, RSS, and the first handshake for a cold domain
+//      read from storage against a cached one; 1,000 domains in the same run for comparison
 //
 // The server under test runs on core 0 (taskset), the load side (wrk, origin, Redis, clients, this
 // script) on the other core(s). Each target is warmed up, then measured REPEATS times, interleaved.
 //
 // Environment: BENCH_QUICK=1 (5 s × 1 instead of 15 s × 3), BENCH_SECONDS, BENCH_REPEATS,
-// BENCH_ONLY=proxy,v1,redirect,handshake,resume, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
-// afterwards, top self-time functions printed), BENCH_DIST=1 (run dist/ instead of src/).
+// BENCH_ONLY=proxy,h2,v1,redirect,handshake,resume,scale, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
+// afterwards, top self-time functions printed), BENCH_DIST=1 (run dist/ instead of src/),
+// BENCH_H2_STREAMS (h2load -m, 10), BENCH_SCALE_DOMAINS (dataset sizes, "1000,100000"),
+// BENCH_SCALE_HANDSHAKES (cold handshakes in bulk for the RSS curve: 1,000 quick, 20,000 full).
 import { spawnSync, execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -29,6 +36,8 @@ import { startNginx, type Nginx } from './lib/nginx.ts';
 import { startPortico, provision, type Portico } from './lib/portico.ts';
 import { expectStatus, get } from './lib/check.ts';
 import { summarizeProfile } from './lib/profile.ts';
+import { h2loadLog, runH2load } from './lib/h2load.ts';
+import { ensureDataset, hostnameOf, procStatus, runScaleClient, startOnDataset, type ClientResult, type Dataset, type ScaleContext, type StartSample } from './lib/scale.ts';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? (QUICK ? 5 : 15));
@@ -36,7 +45,18 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? (QUICK ? 1 : 3));
 const WARMUP = QUICK ? 1 : 3;
 const CONNECTIONS = 50;
 const HANDSHAKE_CONCURRENCY = 32;
-const ALL = ['proxy', 'v1', 'redirect', 'handshake', 'resume'] as const;
+// HTTP/2: h2load -c H2_CLIENTS -m H2_STREAMS (streams in flight per connection)
+const H2_CLIENTS = CONNECTIONS;
+const H2_STREAMS = Number(process.env.BENCH_H2_STREAMS ?? 10);
+// 100k domains: the dataset sizes, starts per size, cold handshakes measured one by one, and the
+// cold handshakes (to distinct domains) made in bulk to watch RSS against the SNI cache bound (10,000)
+const SCALE_SIZES = (process.env.BENCH_SCALE_DOMAINS ?? '1000,100000').split(',').map(Number).filter((n) => n > 0).sort((a, b) => a - b);
+const SCALE_STARTS = QUICK ? 1 : 3;
+const SCALE_COLD = 200;
+const SCALE_BULK = Number(process.env.BENCH_SCALE_HANDSHAKES ?? (QUICK ? 1000 : 20_000));
+const SCALE_BULK_STEP = 1000;
+const SCALE_CONCURRENCY = 8;
+const ALL = ['proxy', 'h2', 'v1', 'redirect', 'handshake', 'resume', 'scale'] as const;
 type ScenarioId = (typeof ALL)[number];
 const ONLY = new Set((process.env.BENCH_ONLY ?? ALL.join(',')).split(',').map((s) => s.trim()).filter(Boolean));
 const PROFILE = process.env.BENCH_PROFILE === '1' ? 'proxy' : process.env.BENCH_PROFILE ?? '';
@@ -267,7 +287,7 @@ async function main(): Promise<void> {
 
   console.log(`# Portico bench — ${QUICK ? 'quick' : 'full'} run, ${SECONDS} s × ${REPEATS} per target (warm-up ${WARMUP} s), ${CONNECTIONS} connections`);
   console.log(`machine: ${os.cpus()[0]?.model ?? '?'} × ${cores}, load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}, Node ${process.version}`);
-  console.log(`tools: ${tools.wrk ? version('wrk', ['-v']).replace(/ Copyright.*/, '') : 'wrk missing'}; ${tools.nginx ? version('nginx', ['-v']) : 'nginx missing'}; ${tools.redis ? version('redis-server', ['--version']).split(' ').slice(0, 3).join(' ') : 'redis-server missing'}`);
+  console.log(`tools: ${tools.wrk ? version('wrk', ['-v']).replace(/ Copyright.*/, '') : 'wrk missing'}; ${tools.nginx ? version('nginx', ['-v']) : 'nginx missing'}; ${tools.redis ? version('redis-server', ['--version']).split(' ').slice(0, 3).join(' ') : 'redis-server missing'}; ${tools.h2load ? version('h2load', ['--version']) : 'h2load missing'}`);
   console.log(`pinning: ${pinning.note}; priority: ${NICE ? `nice ${NICE} for the bench's processes (BENCH_NICE=0: off)` : 'normal'}`);
   for (const note of tools.notes) console.log(`note: ${note}`);
   const idle0 = coreTimes();
@@ -391,6 +411,45 @@ async function main(): Promise<void> {
       });
       if (!nginx) skipped.push('a. proxy vs nginx: nginx unavailable (Portico and origin measured only)');
     }
+    if (ONLY.has('h2') && !tools.h2load) skipped.push('h2. HTTP/2: h2load is not installed (Debian nghttp2-client)');
+    if (ONLY.has('h2') && tools.h2load) {
+      const h2 = (port: number, name: string) => (seconds: number) =>
+        runH2load({ hostname: 'bench.localhost', port, path: '/', clients: H2_CLIENTS, streams: H2_STREAMS, seconds, cpus: pinning.client, logFile: h2loadLog(tmp, name) });
+      const targets: Target[] = [{ name: 'Portico h2 → origin', pids: porticoPids, onServerCore: true, before: clearLogs, load: h2(portico.https, 'portico') }];
+      if (nginx) targets.push({ name: 'nginx h2 → origin', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, load: h2(nginx.https, 'nginx') });
+      else skipped.push('h2. HTTP/2 vs nginx: nginx unavailable');
+      if (tools.wrk) {
+        targets.push({ name: 'Portico HTTP/1.1 → origin', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.https, 'bench.localhost', '/') });
+        if (nginx) targets.push({ name: 'nginx HTTP/1.1 → origin (info)', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, load: wrk(nginx.https, 'bench.localhost', '/') });
+      } else skipped.push('h2. HTTP/1.1 in the same run: wrk is not installed');
+      const ratios: Ratio[] = [];
+      if (nginx) {
+        ratios.push(
+          { label: 'Portico ÷ nginx h2 req/s', num: 'Portico h2 → origin', den: 'nginx h2 → origin', metric: 'rps' },
+          { label: 'Portico ÷ nginx h2 req per CPU-second', num: 'Portico h2 → origin', den: 'nginx h2 → origin', metric: 'perCpuSecond' },
+          { label: 'Portico ÷ nginx h2 p99', num: 'Portico h2 → origin', den: 'nginx h2 → origin', metric: 'p99ms', target: { op: '<=', value: 2 } },
+        );
+      }
+      if (tools.wrk) {
+        ratios.push(
+          { label: 'Portico h2 ÷ Portico HTTP/1.1 req/s', num: 'Portico h2 → origin', den: 'Portico HTTP/1.1 → origin', metric: 'rps' },
+          { label: 'Portico h2 ÷ Portico HTTP/1.1 req per CPU-second', num: 'Portico h2 → origin', den: 'Portico HTTP/1.1 → origin', metric: 'perCpuSecond' },
+        );
+        if (nginx) {
+          ratios.push(
+            { label: 'nginx h2 ÷ nginx HTTP/1.1 req per CPU-second', num: 'nginx h2 → origin', den: 'nginx HTTP/1.1 → origin (info)', metric: 'perCpuSecond' },
+            { label: 'Portico ÷ nginx HTTP/1.1 req per CPU-second (scenario a, this run)', num: 'Portico HTTP/1.1 → origin', den: 'nginx HTTP/1.1 → origin (info)', metric: 'perCpuSecond' },
+          );
+        }
+      }
+      scenarios.push({
+        id: 'h2',
+        title: 'h2. HTTP/2 proxy (bench.localhost → loopback origin, as in a), with HTTP/1.1 in the same run',
+        describe: `h2load -t1 -c${H2_CLIENTS} -m${H2_STREAMS} (${H2_CLIENTS * H2_STREAMS} streams in flight), TLS + ALPN h2, SNI bench.localhost (--connect-to 127.0.0.1); the HTTP/1.1 rows are wrk -t1 -c${CONNECTIONS} as in a. Upstreams stay HTTP/1.1 keep-alive. p50/p99 from h2load's per-request log; latencies of h2 (${H2_CLIENTS * H2_STREAMS} in flight) and HTTP/1.1 (${CONNECTIONS} in flight) are not comparable, req per CPU-second is`,
+        targets,
+        ratios,
+      });
+    }
     if (tools.wrk && ONLY.has('v1')) {
       if (!redisUrl) skipped.push('b. /v1 with the Redis limiter: redis-server is not installed');
       else {
@@ -464,15 +523,17 @@ async function main(): Promise<void> {
       console.log(`\nnote: a second Node connection to Portico offering the first one's ticket ${resumes ? 'was resumed' : 'was NOT resumed (scenario e measures full handshakes for Portico)'}`);
     }
     for (const id of ALL) if (!ONLY.has(id)) skipped.push(`${id}: not in BENCH_ONLY`);
-    skipped.push('100k-domain scale (startup, RSS, cold handshake from storage): not in this suite yet');
     skipped.push('cluster scaling curve: one worker only (2 cores: one for the server, one for the load)');
 
     for (const s of scenarios) results.push(await runScenario(s));
+    let scale: ScaleResult | undefined;
+    if (ONLY.has('scale')) scale = await runScale({ tmp, cpus: pinning.server, clientCpus: pinning.client, originPort });
 
     // --- summary
     console.log('\n## Summary (ratios of medians; targets from DESIGN §9)');
     const rows = results.flatMap((r) => r.ratios.map((x) => [r.title.split(' ')[0] + ' ' + x.label, fmt(x.value), REPEATS > 1 ? `${fmt(x.min)}–${fmt(x.max)}` : '–', x.target ? `${x.target.op === '>=' ? '≥' : '≤'} ${x.target.value}` : '–', verdict(x)]));
-    console.log(table(['ratio', 'value', 'per repeat', 'target', 'verdict'], rows));
+    if (scale) rows.push(...scale.summary.map((x) => [`f. ${x.label}`, fmt(x.value, x.digits ?? 2), x.range ?? '–', x.target ? `${x.target.op === '>=' ? '≥' : '<'} ${x.target.value}` : '–', x.target ? ((x.target.op === '>=' ? x.value >= x.target.value : x.value < x.target.value) ? 'PASS' : 'FAIL') : 'info']));
+    console.log(table(['ratio or figure', 'value', 'per repeat', 'target', 'verdict'], rows));
     if (skipped.length) console.log(`skipped:\n${skipped.map((s) => `  - ${s}`).join('\n')}`);
 
     // --- optional profile
@@ -485,7 +546,7 @@ async function main(): Promise<void> {
     const out = path.join(import.meta.dirname, 'results');
     mkdirSync(out, { recursive: true });
     const file = path.join(out, `${QUICK ? 'quick' : 'full'}-${started.toISOString().replace(/[:.]/g, '-')}.json`);
-    writeFileSync(file, JSON.stringify({ started, quick: QUICK, seconds: SECONDS, repeats: REPEATS, connections: CONNECTIONS, machine: { cpu: os.cpus()[0]?.model, cores, loadavg: os.loadavg() }, pinning, resolution: resolution.mode, results, skipped, profile }, null, 2));
+    writeFileSync(file, JSON.stringify({ started, quick: QUICK, seconds: SECONDS, repeats: REPEATS, connections: CONNECTIONS, machine: { cpu: os.cpus()[0]?.model, cores, loadavg: os.loadavg() }, pinning, resolution: resolution.mode, results, scale, skipped, profile }, null, 2));
     console.log(`\nresults: ${path.relative(process.cwd(), file)} (${((Date.now() - started.getTime()) / 1000).toFixed(0)} s)`);
   } finally {
     await cleanup();
