@@ -553,6 +553,129 @@ async function main(): Promise<void> {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// f. scale: 100k domains
+
+interface ScaleRow {
+  label: string;
+  value: number;
+  digits?: number;
+  range?: string;
+  target?: { op: '<' | '>='; value: number };
+}
+
+interface ScaleResult {
+  datasets: Array<{
+    count: number;
+    stateLogMiB: number;
+    generatedSeconds: number | null;
+    starts: StartSample[];
+    firstHandshake?: ClientResult;
+    bulk?: Array<{ done: number; rssMiB: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk']; errors: number }>;
+    warmBulk?: { rssMiB: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk'] };
+  }>;
+  summary: ScaleRow[];
+}
+
+async function runScale(ctx: ScaleContext): Promise<ScaleResult> {
+  const largest = SCALE_SIZES[SCALE_SIZES.length - 1];
+  console.log(`\n## f. scale: ${SCALE_SIZES.map(fmtInt).join(' and ')} domains with stored certificates (embedded state, certificates in the certs dir)`);
+  console.log(`Portico on core 0 started ${SCALE_STARTS}× per size on a generated data dir + certs dir (one ECDSA P-256 certificate for every name); a client on the load core tries a handshake for a never-seen domain every 5 ms from the spawn on. Then ${SCALE_COLD} handshakes, one at a time, each to a never-seen domain and followed by one to a cached domain; then ${fmtInt(SCALE_BULK)} handshakes to distinct never-seen domains (${SCALE_CONCURRENCY} at a time) on the ${fmtInt(largest)} set with RSS read every ${fmtInt(SCALE_BULK_STEP)} (SNI cache: LRU of 10,000)`);
+  const cacheRoot = path.join(import.meta.dirname, 'results', 'scale-cache');
+  const out: ScaleResult = { datasets: [], summary: [] };
+  for (const count of SCALE_SIZES) {
+    const t0 = performance.now();
+    const ds: Dataset = await ensureDataset(cacheRoot, count);
+    console.log(`  ${fmtInt(count)} domains: ${ds.generatedSeconds === null ? `cached dataset (${path.relative(ROOT, ds.dir)})` : `generated in ${fmt(ds.generatedSeconds, 1)} s (${path.relative(ROOT, ds.dir)})`}, state log ${fmt(ds.stateLogMiB, 1)} MiB${ds.generatedSeconds === null ? `, checked in ${fmt((performance.now() - t0) / 1000, 1)} s` : ''}`);
+    const entry: ScaleResult['datasets'][number] = { count, stateLogMiB: ds.stateLogMiB, generatedSeconds: ds.generatedSeconds, starts: [] };
+    out.datasets.push(entry);
+    let running: Portico | undefined;
+    try {
+      for (let k = 1; k <= SCALE_STARTS; k++) {
+        const { portico, sample } = await startOnDataset(ds, ctx, k, count - k);
+        entry.starts.push(sample);
+        console.log(`  [${k}/${SCALE_STARTS}] ${fmtInt(count)} domains: listening ${fmtInt(sample.listeningMs)} ms, first handshake served ${fmtInt(sample.readyMs)} ms after the spawn; RSS ${fmt(sample.rssMiB, 0)} MiB (peak ${fmt(sample.peakRssMiB, 0)}), CPU ${fmt(sample.cpuSeconds, 2)} s`);
+        if (k < SCALE_STARTS) await stop(portico.process, 15_000);
+        else running = portico;
+      }
+      const portico = running!;
+      // the route works end to end: a stored domain proxies to the origin
+      const answer = await expectStatus(`${hostnameOf(0)} through Portico`, get({ scheme: 'https', port: portico.https, hostname: hostnameOf(0), path: '/' }), 200);
+      if (answer.body.length !== 100) throw new Error(`${hostnameOf(0)}: expected the origin's 100-byte body, got ${answer.body.length} bytes`);
+      // first handshakes: never-seen domains, alternating with the cached hostnameOf(0)
+      const coldFrom = Math.ceil(count / 10);
+      const first = await runScaleClient(ctx, { port: portico.https, mode: 'alternate', from: coldFrom, count: Math.min(SCALE_COLD, Math.floor(count / 4)), warm: hostnameOf(0) });
+      entry.firstHandshake = first;
+      console.log(`  first handshake, ${first.cold.n} never-seen domains: p50 ${fmt(first.cold.p50ms)} ms, p99 ${fmt(first.cold.p99ms)} ms, max ${fmt(first.cold.maxms)} ms; cached domain in between: p50 ${fmt(first.warm.p50ms)} ms, p99 ${fmt(first.warm.p99ms)} ms → cost of the cold lookup (p50 − p50) ${fmt(first.cold.p50ms - first.warm.p50ms)} ms${first.errors || first.wrongCertificate ? `; errors ${first.errors} (${first.lastError}), fallback served ${first.wrongCertificate}` : ''}`);
+      if (count === largest && SCALE_BULK > 0) {
+        const pid = portico.process.pid;
+        entry.bulk = [{ done: 0, rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: NaN, client: { n: 0, p50ms: NaN, p99ms: NaN, maxms: NaN, meanms: NaN }, errors: 0 }];
+        const bulkFrom = Math.min(count - SCALE_BULK, Math.ceil(count / 5));
+        if (bulkFrom < coldFrom + SCALE_COLD) throw new Error(`BENCH_SCALE_HANDSHAKES=${SCALE_BULK} needs more than ${fmtInt(count)} domains`);
+        for (let done = 0; done < SCALE_BULK; done += SCALE_BULK_STEP) {
+          const n = Math.min(SCALE_BULK_STEP, SCALE_BULK - done);
+          const cpu0 = cpuSeconds(processTree(pid));
+          const r = await runScaleClient(ctx, { port: portico.https, mode: 'bulk', from: bulkFrom + done, count: n, concurrency: SCALE_CONCURRENCY });
+          const cpu = cpuSeconds(processTree(pid)) - cpu0;
+          entry.bulk.push({ done: done + n, rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: (cpu * 1000) / Math.max(1, r.bulk.n), client: r.bulk, errors: r.errors + r.wrongCertificate });
+        }
+        const cpu0 = cpuSeconds(processTree(pid));
+        const w = await runScaleClient(ctx, { port: portico.https, mode: 'bulk', from: 0, count: SCALE_BULK_STEP, concurrency: SCALE_CONCURRENCY, warm: hostnameOf(0) });
+        entry.warmBulk = { rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: ((cpuSeconds(processTree(pid)) - cpu0) * 1000) / Math.max(1, w.bulk.n), client: w.bulk };
+      }
+      await stop(portico.process, 15_000);
+      running = undefined;
+    } finally {
+      if (running) await stop(running.process, 15_000);
+    }
+  }
+
+  // --- tables
+  const range = (xs: number[], digits = 0) => (xs.length > 1 ? `${fmt(Math.min(...xs), digits)}–${fmt(Math.max(...xs), digits)}` : '–');
+  console.log('');
+  console.log(table(['domains', 'state log MiB', 'listening ms', 'min–max', 'first handshake served ms', 'min–max', 'RSS MiB', 'peak RSS MiB', 'CPU s to ready+1 s'], out.datasets.map((d) => [
+    fmtInt(d.count), fmt(d.stateLogMiB, 1),
+    fmtInt(median(d.starts.map((x) => x.listeningMs))), range(d.starts.map((x) => x.listeningMs)),
+    fmtInt(median(d.starts.map((x) => x.readyMs))), range(d.starts.map((x) => x.readyMs)),
+    fmt(median(d.starts.map((x) => x.rssMiB)), 0), fmt(median(d.starts.map((x) => x.peakRssMiB)), 0), fmt(median(d.starts.map((x) => x.cpuSeconds)), 2),
+  ])));
+  console.log('');
+  console.log(table(['domains', 'cold handshakes', 'cold p50 ms', 'cold p99 ms', 'cold max ms', 'cached p50 ms', 'cached p99 ms', 'cold lookup cost ms (p50 − p50)', 'errors'], out.datasets.filter((d) => d.firstHandshake).map((d) => {
+    const f = d.firstHandshake!;
+    return [fmtInt(d.count), String(f.cold.n), fmt(f.cold.p50ms), fmt(f.cold.p99ms), fmt(f.cold.maxms), fmt(f.warm.p50ms), fmt(f.warm.p99ms), fmt(f.cold.p50ms - f.warm.p50ms), String(f.errors + f.wrongCertificate)];
+  })));
+  const big = out.datasets[out.datasets.length - 1];
+  if (big.bulk) {
+    console.log('');
+    const rows = big.bulk.map((b) => [b.done === 0 ? 'after start' : `${fmtInt(b.done)} cold`, fmt(b.rssMiB, 0), b.done === 0 ? '–' : fmt(b.serverCpuMsPerHandshake), b.done === 0 ? '–' : fmt(b.client.p50ms), b.done === 0 ? '–' : fmt(b.client.p99ms), b.done === 0 ? '–' : fmt(b.client.maxms), String(b.errors)]);
+    if (big.warmBulk) rows.push([`${fmtInt(SCALE_BULK_STEP)} to a cached domain`, fmt(big.warmBulk.rssMiB, 0), fmt(big.warmBulk.serverCpuMsPerHandshake), fmt(big.warmBulk.client.p50ms), fmt(big.warmBulk.client.p99ms), fmt(big.warmBulk.client.maxms), '–']);
+    console.log(`${fmtInt(big.count)} domains, ${SCALE_CONCURRENCY} handshakes at a time, each row ${fmtInt(SCALE_BULK_STEP)} more never-seen domains:`);
+    console.log(table(['after', 'RSS MiB', 'server CPU ms/handshake', 'client p50 ms', 'p99 ms', 'max ms', 'errors'], rows));
+  }
+
+  // --- summary rows
+  for (const d of out.datasets) {
+    const label = `${d.count >= 1000 ? `${d.count / 1000}k` : d.count} domains`;
+    const ready = d.starts.map((x) => x.readyMs / 1000);
+    const listening = d.starts.map((x) => x.listeningMs / 1000);
+    out.summary.push({ label: `${label}: start-up s (spawn → first handshake served)`, value: median(ready), range: range(ready, 2), target: { op: '<', value: 1 } });
+    out.summary.push({ label: `${label}: spawn → "listening" log line s`, value: median(listening), range: range(listening, 2) });
+    out.summary.push({ label: `${label}: RSS after start MiB`, value: median(d.starts.map((x) => x.rssMiB)), digits: 0, range: range(d.starts.map((x) => x.rssMiB)), target: { op: '<', value: 150 } });
+    if (d.firstHandshake) {
+      out.summary.push({ label: `${label}: first handshake, cold domain p50 ms`, value: d.firstHandshake.cold.p50ms, target: { op: '<', value: 5 } });
+      out.summary.push({ label: `${label}: first handshake, cold domain p99 ms`, value: d.firstHandshake.cold.p99ms });
+      out.summary.push({ label: `${label}: cost of the cold lookup ms (cold − cached p50)`, value: d.firstHandshake.cold.p50ms - d.firstHandshake.warm.p50ms });
+    }
+    if (d.bulk && d.bulk.length > 1) {
+      const last = d.bulk[d.bulk.length - 1];
+      out.summary.push({ label: `${label}: RSS after ${fmtInt(last.done)} cold handshakes MiB`, value: last.rssMiB, digits: 0, target: { op: '<', value: 150 } });
+      const cpu = d.bulk.slice(1).map((b) => b.serverCpuMsPerHandshake);
+      if (d.warmBulk) out.summary.push({ label: `${label}: server CPU per cold ÷ per cached handshake`, value: median(cpu) / d.warmBulk.serverCpuMsPerHandshake });
+    }
+  }
+  return out;
+}
+
 /** Whether Portico resumes a TLS session from a ticket it issued (a Node client offering it). */
 async function ticketResumes(port: number): Promise<boolean> {
   const tls = await import('node:tls');

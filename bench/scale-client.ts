@@ -43,7 +43,7 @@ function handshake(servername: string): Promise<number | null> {
     };
     socket.once('secureConnect', () => {
       const ms = performance.now() - t0;
-      if (socket.getPeerCertificate().subject?.CN !== o.expectCN) {
+      if (String(socket.getPeerCertificate().subject?.CN) !== o.expectCN) {
         wrongCertificate++;
         finish(null);
       } else finish(ms);

@@ -146,7 +146,7 @@ function tryHandshake(port: number, servername: string): Promise<string | null> 
   return new Promise((resolve) => {
     const socket = tls.connect({ host: '127.0.0.1', port, servername, rejectUnauthorized: false, secureContext: clientContext });
     socket.once('secureConnect', () => {
-      const cn = socket.getPeerCertificate().subject?.CN ?? '?';
+      const cn = String(socket.getPeerCertificate().subject?.CN ?? '?');
       socket.destroy();
       resolve(cn);
     });

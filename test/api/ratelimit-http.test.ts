@@ -1,4 +1,4 @@
-// Plan rate limits end to end, through real HTTPS (DESIGN §4, issue 3): the X-RateLimit-* headers
+// Plan rate limits end to end, through real HTTPS (DESIGN §4): the X-RateLimit-* headers
 // on every /v1 answer, 429 rate_limited / key_banned, plan changes mid-window, and exact counting
 // under parallel load — embedded (one instance) and with Redis (two instances sharing one Redis).
 //

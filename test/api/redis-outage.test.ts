@@ -1,4 +1,4 @@
-// Redis going away under a running Portico (DESIGN §4, issue 3): killed (SIGKILL) and frozen
+// Redis going away under a running Portico (DESIGN §4): killed (SIGKILL) and frozen
 // (SIGSTOP) in the middle of traffic, then restored — without restarting Portico.
 // `ratelimit.onRedisDown: local` (default): known keys keep being served with per-instance limits,
 // reads answer from the last known data, writes answer 503, /readyz 200 {"redis":"degraded"}.

@@ -1,4 +1,4 @@
-// /metrics (DESIGN §7, issue 6): the catalogue on a live Portico after real traffic, valid for
+// /metrics (DESIGN §7): the catalogue on a live Portico after real traffic, valid for
 // `promtool check metrics`, scraped by a real Prometheus, on PORTICO_METRICS_PORT too, and with label
 // sets that do not grow with the number of domains.
 import t from 'tap';

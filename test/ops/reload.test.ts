@@ -1,4 +1,4 @@
-// Configuration reload (issue 6, DESIGN §5 POST /admin/reload): SIGHUP and POST /admin/reload put a
+// Configuration reload (DESIGN §5 POST /admin/reload): SIGHUP and POST /admin/reload put a
 // changed config/portico.yaml in force; a bad one (or one changing a restart-only setting) is refused
 // with the reasons and the old one stays; reloads under load drop no request and no WebSocket.
 import t from 'tap';

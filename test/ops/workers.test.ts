@@ -1,4 +1,4 @@
-// `portico serve --workers 2` with Redis (issue 6): both workers serve the same ports, /metrics sums
+// `portico serve --workers 2` with Redis: both workers serve the same ports, /metrics sums
 // them, a killed worker is replaced while requests keep succeeding, and SIGTERM to the primary stops
 // everything and exits 0.
 import t from 'tap';
