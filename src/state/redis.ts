@@ -4,13 +4,13 @@
 // When Redis cannot be reached, reads fall back to the last data this instance saw (DESIGN §4,
 // `onRedisDown: local`); writes reject with code STATE_UNAVAILABLE.
 import { Redis } from 'ioredis';
-import { routeOf, stateUnavailable, type Account, type ApiKey, type Category, type Domain, type DomainRoute, type DomainStatus, type Environment, type Project, type Stores } from './types.ts';
+import { stateUnavailable, type Account, type ApiKey, type Category, type Environment, type Stores } from './types.ts';
+import { openRedisDomainStores } from './redis-domains.ts';
 
 const CHANNEL = 'portico:invalidate';
 const FRESH_MS = 60_000;
 const CACHE_MAX = 100_000;
 const SUSPECT_MS = 2_000;
-const HISTORY_SECONDS = 31 * 86_400;
 
 // Cap check, id assignment and write in one atomic step: ids are never reused, the cap never overshot.
 const CREATE_CATEGORY = `
@@ -64,12 +64,9 @@ export function connectRedis(url: string, commandTimeoutMs: number): RedisConnec
 export async function openRedisStores({ client, subscriber, health }: RedisConnections, now: () => number = Date.now): Promise<Stores> {
   client.defineCommand('porticoCreateCategory', { numberOfKeys: 2, lua: CREATE_CATEGORY });
   client.defineCommand('porticoRevokeKey', { numberOfKeys: 1, lua: REVOKE_KEY });
-  // a removed domain must not get its certificate state back from a late writer
-  client.defineCommand('porticoSetIfExists', { numberOfKeys: 2, lua: `if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('SET', KEYS[2], ARGV[1]) end return 1` });
   const scripts = client as unknown as {
     porticoCreateCategory(...args: unknown[]): Promise<number>;
     porticoRevokeKey(key: string, at: string): Promise<string | null>;
-    porticoSetIfExists(exists: string, key: string, value: string): Promise<number>;
   };
   const keyCache = new Map<string, Cached<ApiKey | null>>();
   const categoryLists = new Map<Environment, Cached<Category[]>>();
@@ -126,20 +123,6 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
     return text === null ? null : (JSON.parse(text) as T);
   };
   const fresh = <T>(entry: Cached<T>): boolean => now() - entry.at < FRESH_MS;
-
-  /** domains with their certificate state, which lives under its own key */
-  const readDomains = async (hostnames: string[]): Promise<Domain[]> => {
-    if (hostnames.length === 0) return [];
-    const texts = await call(() => client.mget(hostnames.flatMap((h) => [`portico:domain:${h}`, `portico:domain-cert:${h}`])));
-    const out: Domain[] = [];
-    for (let i = 0; i < texts.length; i += 2) {
-      if (texts[i] === null) continue;
-      const domain = JSON.parse(texts[i]!) as Domain;
-      domain.certificate = texts[i + 1] ? JSON.parse(texts[i + 1]!) : { status: 'none' };
-      out.push(domain);
-    }
-    return out;
-  };
 
   const fetchList = (environment: Environment): Promise<Category[]> =>
     readThrough(categoryLists, environment, async () => {
@@ -214,85 +197,7 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
         return { id, ...fields };
       },
     },
-    projects: {
-      create: async (project) => {
-        const claimed = await call(() => client.set(`portico:project-name:${project.name}`, project.id, 'NX'));
-        if (claimed === null) return 'name_taken';
-        await call(() => client.multi().set(`portico:project:${project.id}`, JSON.stringify(project)).sadd('portico:projects', project.id).exec());
-        return null;
-      },
-      get: (id) => readJson<Project>(`portico:project:${id}`),
-      list: async () => {
-        const ids = await call(() => client.smembers('portico:projects'));
-        if (ids.length === 0) return [];
-        const texts = await call(() => client.mget(ids.map((id) => `portico:project:${id}`)));
-        return texts.filter((t): t is string => t !== null).map((t) => JSON.parse(t) as Project).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
-      },
-      update: async (project) => {
-        const done = await call(() => client.set(`portico:project:${project.id}`, JSON.stringify(project), 'XX'));
-        return done === null ? null : project;
-      },
-    },
-    domains: {
-      get: async (hostname) => (await readDomains([hostname]))[0] ?? null,
-      listByProject: async (projectId) => {
-        const hostnames = await call(() => client.smembers(`portico:project:${projectId}:domains`));
-        return (await readDomains(hostnames)).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
-      },
-      setCertificate: async (hostname, certificate) => {
-        await call(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, JSON.stringify(certificate)));
-      },
-      create: async (domain) => {
-        const claimed = await call(() => client.set(`portico:domain:${domain.hostname}`, JSON.stringify(domain), 'NX'));
-        if (claimed === null) return 'taken';
-        await call(() => client.multi().sadd(`portico:project:${domain.projectId}:domains`, domain.hostname).hset('portico:domain-status', domain.hostname, domain.status).exec());
-        return null;
-      },
-      update: async (domain) => {
-        const route = routeOf(domain);
-        const results = await call(() => {
-          const multi = client.multi().set(`portico:domain:${domain.hostname}`, JSON.stringify(domain), 'XX');
-          return (route ? multi.hset('portico:routes', domain.hostname, JSON.stringify(route)) : multi.hdel('portico:routes', domain.hostname))
-            .hset('portico:domain-status', domain.hostname, domain.status)
-            .exec();
-        });
-        if (results?.[0]?.[1] === null) {
-          // it was removed meanwhile: undo the side entries
-          await call(() => client.multi().hdel('portico:routes', domain.hostname).hdel('portico:domain-status', domain.hostname).exec());
-          return null;
-        }
-        return domain;
-      },
-      remove: async (hostname, at) => {
-        const [domain] = await readDomains([hostname]);
-        if (!domain) return null;
-        await call(() =>
-          client
-            .multi()
-            .set(`portico:domain-history:${hostname}`, JSON.stringify({ accountId: domain.accountId, removedAt: at }), 'EX', HISTORY_SECONDS)
-            .del(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`)
-            .srem(`portico:project:${domain.projectId}:domains`, hostname)
-            .hdel('portico:routes', hostname)
-            .hdel('portico:domain-status', hostname)
-            .exec(),
-        );
-        return domain;
-      },
-      previousOwner: (hostname) => readJson<{ accountId: string; removedAt: string }>(`portico:domain-history:${hostname}`),
-      routes: async () => {
-        const all = await call(() => client.hgetall('portico:routes'));
-        return new Map(Object.entries(all).map(([hostname, text]) => [hostname, JSON.parse(text) as DomainRoute]));
-      },
-      route: async (hostname) => {
-        const text = await call(() => client.hget('portico:routes', hostname));
-        return text === null ? null : (JSON.parse(text) as DomainRoute);
-      },
-      countByStatus: async () => {
-        const counts: Record<DomainStatus, number> = { pending: 0, verified: 0, failed: 0 };
-        for (const status of await call(() => client.hvals('portico:domain-status'))) counts[status as DomainStatus]++;
-        return counts;
-      },
-    },
+    ...openRedisDomainStores(client, call),
     events: {
       publish: async (topic) => {
         await call(() => client.publish(CHANNEL, topic));
