@@ -155,8 +155,8 @@ export function createCertificateManager(options: ManagerOptions) {
   return {
     // The certificate lookup for one handshake:
     // 1. normalise the SNI; unknown names and API hosts get the fallback (no store read, no order);
-    // 2. the SecureContext cache (LRU) — a hit needs no disk or Redis read;
-    // 3. default hostnames of projects: the operator's wildcard certificate, else the fallback;
+    // 2. default hostnames of projects: the operator's wildcard certificate, else the fallback;
+    // 3. the SecureContext cache (LRU) — a hit needs no disk or Redis read;
     // 4. the store; a stored, unexpired certificate is cached and served (also while Redis or the CA is down);
     // 5. a verified domain without one: order it now, wait up to onDemandWaitMs, else the fallback.
     async secureContext(servername: string): Promise<tls.SecureContext | null> {
@@ -164,13 +164,13 @@ export function createCertificateManager(options: ManagerOptions) {
       const route = routes.resolve(hostname);
       const isDefault = hostname.endsWith(platformSuffix);
       if (route.kind === 'unknown' || route.kind === 'api') return null;
+      if (isDefault) return platformContext;
       const hit = cache.get(hostname);
       if (hit && hit.notAfter > now()) {
         metrics.sniCacheHits.inc();
         return hit.context;
       }
       metrics.sniCacheMisses.inc();
-      if (isDefault) return platformContext;
       const stored = await certs.certificates.get(hostname).catch((err) => {
         log.warn({ hostname, err: (err as Error).message }, 'certificate store unavailable during a handshake');
         return null;
