@@ -71,7 +71,8 @@ interface Target {
   pids: () => number[];
   /** on the server core (so core-0 time not spent by it is someone else's) */
   onServerCore: boolean;
-  load: (seconds: number) => Promise<LoadResult>;
+  /** `mark` (optional): the load generator's own measurement window, when it has a warm-up inside */
+  load: (seconds: number, mark?: (at: 'start' | 'end') => void) => Promise<LoadResult>;
   /** a line of extra facts after the measurement (e.g. resumed share from nginx's log) */
   after?: () => string | undefined;
   before?: () => void;
@@ -115,13 +116,21 @@ let pinning: Pinning;
 async function measure(t: Target, seconds: number): Promise<Sample> {
   t.before?.();
   const pids = t.pids();
-  const cpu0 = cpuSeconds(pids);
-  const cores0 = coreTimes();
-  const t0 = performance.now();
-  const r = await t.load(seconds);
-  const wall = (performance.now() - t0) / 1000;
-  const cpu = cpuSeconds(pids) - cpu0;
-  const cores1 = coreTimes();
+  let cpu0 = cpuSeconds(pids);
+  let cores0 = coreTimes();
+  let t0 = performance.now();
+  let end: { cpu: number; cores: ReturnType<typeof coreTimes>; t: number } | undefined;
+  const r = await t.load(seconds, (at) => {
+    if (at === 'start') {
+      cpu0 = cpuSeconds(pids);
+      cores0 = coreTimes();
+      t0 = performance.now();
+    } else end = { cpu: cpuSeconds(pids), cores: coreTimes(), t: performance.now() };
+  });
+  end ??= { cpu: cpuSeconds(pids), cores: coreTimes(), t: performance.now() };
+  const wall = (end.t - t0) / 1000;
+  const cpu = end.cpu - cpu0;
+  const cores1 = end.cores;
   const busy = (core: string | null) => {
     if (core === null) return null;
     let b = 0;
@@ -413,8 +422,8 @@ async function main(): Promise<void> {
     }
     if (ONLY.has('h2') && !tools.h2load) skipped.push('h2. HTTP/2: h2load is not installed (Debian nghttp2-client)');
     if (ONLY.has('h2') && tools.h2load) {
-      const h2 = (port: number, name: string) => (seconds: number) =>
-        runH2load({ hostname: 'bench.localhost', port, path: '/', clients: H2_CLIENTS, streams: H2_STREAMS, seconds, cpus: pinning.client, logFile: h2loadLog(tmp, name) });
+      const h2 = (port: number, name: string) => (seconds: number, mark?: (at: 'start' | 'end') => void) =>
+        runH2load({ hostname: 'bench.localhost', port, path: '/', clients: H2_CLIENTS, streams: H2_STREAMS, seconds, cpus: pinning.client, logFile: h2loadLog(tmp, name) }, mark);
       const targets: Target[] = [{ name: 'Portico h2 → origin', pids: porticoPids, onServerCore: true, before: clearLogs, load: h2(portico.https, 'portico') }];
       if (nginx) targets.push({ name: 'nginx h2 → origin', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, load: h2(nginx.https, 'nginx') });
       else skipped.push('h2. HTTP/2 vs nginx: nginx unavailable');
@@ -445,7 +454,7 @@ async function main(): Promise<void> {
       scenarios.push({
         id: 'h2',
         title: 'h2. HTTP/2 proxy (bench.localhost → loopback origin, as in a), with HTTP/1.1 in the same run',
-        describe: `h2load -t1 -c${H2_CLIENTS} -m${H2_STREAMS} (${H2_CLIENTS * H2_STREAMS} streams in flight), TLS + ALPN h2, SNI bench.localhost (--connect-to 127.0.0.1); the HTTP/1.1 rows are wrk -t1 -c${CONNECTIONS} as in a. Upstreams stay HTTP/1.1 keep-alive. p50/p99 from h2load's per-request log; latencies of h2 (${H2_CLIENTS * H2_STREAMS} in flight) and HTTP/1.1 (${CONNECTIONS} in flight) are not comparable, req per CPU-second is`,
+        describe: `h2load -t1 -c${H2_CLIENTS} -m${H2_STREAMS} (${H2_CLIENTS * H2_STREAMS} streams in flight; its own 1 s warm-up, then -D, CPU read over the main duration), TLS + ALPN h2, SNI bench.localhost (--connect-to 127.0.0.1); the HTTP/1.1 rows are wrk -t1 -c${CONNECTIONS} as in a. Upstreams stay HTTP/1.1 keep-alive. p50/p99 from h2load's per-request log; latencies of h2 (${H2_CLIENTS * H2_STREAMS} in flight) and HTTP/1.1 (${CONNECTIONS} in flight) are not comparable, req per CPU-second is`,
         targets,
         ratios,
       });

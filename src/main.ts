@@ -19,6 +19,7 @@ import { openRedisCertStores } from './certs/redis-store.ts';
 import { createAcmeIssuer } from './certs/acme-issuer.ts';
 import { createCertificateManager, type CertificateManager } from './certs/manager.ts';
 import type { CertStores } from './certs/types.ts';
+import { createOcspStapler } from './certs/ocsp.ts';
 import { fileTicketKeys, redisTicketKeys, rotateTicketKeys, type TicketKeySource } from './certs/ticket-keys.ts';
 import { createForwarder, type Forwarder } from './proxy/forward.ts';
 import { createProjectProxy, type ProjectProxy } from './proxy/project-proxy.ts';
@@ -131,7 +132,8 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   const proxy = createProjectProxy(forwarder, { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) });
   const shared: Shared = { stores, certStores, limiter, metrics, log, forwarder, proxy, routes, certificates, adminToken, redisState, reload: () => reload() };
   const handlers = buildHandlers(config, shared);
-  const listeners = createListeners({ config, fallback, secureContext: (name) => certificates.secureContext(name), handlers, metrics, trust: createTrust(config.trustedProxies) });
+  const ocsp = createOcspStapler({ onError: (err) => log.warn({ err: (err as Error).message }, 'could not fetch an OCSP response to staple') });
+  const listeners = createListeners({ config, fallback, secureContext: (name) => certificates.secureContext(name), handlers, ocsp, metrics, trust: createTrust(config.trustedProxies) });
 
   // 5. listen, then keep certificates fresh
   try {

@@ -3,6 +3,11 @@
 // so the real name reaches the server with no hosts-file trick (unlike wrk, see wrk.ts).
 // p50/p99 come from h2load's per-request `--log-file` (start µs, status, µs until the end of the
 // response); its own summary only has min/mean/max/sd of "time for request".
+// h2load runs its own 1 s warm-up (`--warm-up-time`): without one, `-D` can hang — connections whose
+// handshake finishes after the duration ended keep sending requests for ever (seen with h2load 1.52,
+// -c50 against a busy server). Requests, the log and req/s then cover the main duration only, and
+// `mark` is called as h2load announces its start and end, so the caller reads CPU over the same window.
+// `-T` closes any connection still open well after the end, so a run can never hang.
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
@@ -24,8 +29,10 @@ export interface H2loadRun {
   logFile: string;
 }
 
-export async function runH2load(run: H2loadRun): Promise<LoadResult> {
-  const args = ['-t', '1', '-c', String(run.clients), '-m', String(run.streams), '-D', String(run.seconds), `--connect-to=127.0.0.1:${run.port}`, `--log-file=${run.logFile}`];
+const WARMUP_SECONDS = 1;
+
+export async function runH2load(run: H2loadRun, mark?: (at: 'start' | 'end') => void): Promise<LoadResult> {
+  const args = ['-t', '1', '-c', String(run.clients), '-m', String(run.streams), '-D', String(run.seconds), `--warm-up-time=${WARMUP_SECONDS}`, '-T', String(run.seconds + WARMUP_SECONDS + 10), `--connect-to=127.0.0.1:${run.port}`, `--log-file=${run.logFile}`];
   for (const [name, value] of Object.entries(run.headers ?? {})) args.push('-H', `${name}: ${value}`);
   args.push(`https://${run.hostname}:${run.port}${run.path}`);
   const [cmd, argv] = wrap(run.cpus, 'h2load', args);
@@ -33,7 +40,19 @@ export async function runH2load(run: H2loadRun): Promise<LoadResult> {
   const out = await new Promise<string>((resolve, reject) => {
     const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
     let text = '';
-    child.stdout.on('data', (d: Buffer) => { text += d; });
+    let started = false;
+    let ended = false;
+    child.stdout.on('data', (d: Buffer) => {
+      text += d;
+      if (!started && text.includes('Main benchmark duration is started')) {
+        started = true;
+        mark?.('start');
+      }
+      if (!ended && text.includes('Main benchmark duration is over')) {
+        ended = true;
+        mark?.('end');
+      }
+    });
     child.stderr.on('data', (d: Buffer) => { text += d; });
     child.once('error', reject);
     child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`h2load exited with ${code}:\n${text.slice(-2000)}`))));
@@ -43,7 +62,8 @@ export async function runH2load(run: H2loadRun): Promise<LoadResult> {
   const codes = /status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx/.exec(out);
   const protocol = /Application protocol: (\S+)/.exec(out)?.[1] ?? '?';
   if (!finished || !counts || !codes) throw new Error(`h2load printed no summary:\n${out.slice(-2000)}`);
-  const seconds = Number(finished[1]) / (finished[2] === 'ms' ? 1e3 : finished[2] === 'us' ? 1e6 : 1);
+  // "finished in" includes the warm-up; its req/s and the counts are the main duration's
+  const seconds = run.seconds;
   const succeeded = Number(counts[4]);
   const [failed, errored, timeout] = [Number(counts[5]), Number(counts[6]), Number(counts[7])];
   const bad = Number(codes[3]) + Number(codes[4]);

@@ -12,6 +12,7 @@ import type { KeyPair } from '../certs/fallback.ts';
 import type { Handler } from './pipeline.ts';
 import { acceptProxyProtocol } from './proxy-protocol.ts';
 import type { Trust } from './client-ip.ts';
+import type { OcspStapler } from '../certs/ocsp.ts';
 
 // Mozilla "intermediate": TLS 1.2 with AEAD + forward secrecy only; TLS 1.3 suites are all AEAD.
 const CIPHERS = [
@@ -36,6 +37,8 @@ export interface ListenerDeps {
   /** the SecureContext for a servername, or null for the fallback certificate */
   secureContext(servername: string): Promise<SecureContext | null>;
   handlers: ListenerHandlers;
+  /** staples OCSP responses for certificates that name a responder */
+  ocsp: OcspStapler;
   metrics: Metrics;
   trust: Trust;
 }
@@ -74,6 +77,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
   Object.assign(https, { headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: checkEvery });
   // an HTTP/2 session with no activity at all for this long is closed
   https.setTimeout(Math.max(t.keepAliveMs, t.requestMs));
+  https.on('OCSPRequest', deps.ocsp.onRequest);
   https.on('secureConnection', () => metrics.tlsHandshakes.inc({ result: 'success' }));
   https.on('tlsClientError', () => metrics.tlsHandshakes.inc({ result: 'failure' }));
 
