@@ -56,6 +56,8 @@ const SCALE_COLD = 200;
 const SCALE_BULK = Number(process.env.BENCH_SCALE_HANDSHAKES ?? (QUICK ? 1000 : 20_000));
 const SCALE_BULK_STEP = 1000;
 const SCALE_CONCURRENCY = 8;
+// a handshake to a cached domain every 20 ms for 70 s (crosses the 60 s certificate sweep): full runs only
+const SCALE_PROBE_SECONDS = Number(process.env.BENCH_SCALE_PROBE ?? (QUICK ? 0 : 70));
 const ALL = ['proxy', 'h2', 'v1', 'redirect', 'handshake', 'resume', 'scale'] as const;
 type ScenarioId = (typeof ALL)[number];
 const ONLY = new Set((process.env.BENCH_ONLY ?? ALL.join(',')).split(',').map((s) => s.trim()).filter(Boolean));
@@ -582,6 +584,7 @@ interface ScaleResult {
     firstHandshake?: ClientResult;
     bulk?: Array<{ done: number; rssMiB: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk']; errors: number }>;
     warmBulk?: { rssMiB: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk'] };
+    probe?: { seconds: number; startedAtAge: number; handshakes: ClientResult['bulk']; stalls: Array<{ age: number; ms: number }> };
   }>;
   summary: ScaleRow[];
 }
@@ -616,6 +619,14 @@ async function runScale(ctx: ScaleContext): Promise<ScaleResult> {
       const first = await runScaleClient(ctx, { port: portico.https, mode: 'alternate', from: coldFrom, count: Math.min(SCALE_COLD, Math.floor(count / 4)), warm: hostnameOf(0) });
       entry.firstHandshake = first;
       console.log(`  first handshake, ${first.cold.n} never-seen domains: p50 ${fmt(first.cold.p50ms)} ms, p99 ${fmt(first.cold.p99ms)} ms, max ${fmt(first.cold.maxms)} ms; cached domain in between: p50 ${fmt(first.warm.p50ms)} ms, p99 ${fmt(first.warm.p99ms)} ms → cost of the cold lookup (p50 − p50) ${fmt(first.cold.p50ms - first.warm.p50ms)} ms${first.errors || first.wrongCertificate ? `; errors ${first.errors} (${first.lastError}), fallback served ${first.wrongCertificate}` : ''}`);
+      if (count === largest && SCALE_PROBE_SECONDS > 0) {
+        const at = Date.now();
+        const probe = await runScaleClient(ctx, { port: portico.https, mode: 'probe', from: 0, count: 0, warm: hostnameOf(0), seconds: SCALE_PROBE_SECONDS, intervalMs: 20 });
+        const age = (at - portico.spawnedAt) / 1000;
+        entry.probe = { seconds: SCALE_PROBE_SECONDS, startedAtAge: age, handshakes: probe.bulk, stalls: probe.stalls.map((x) => ({ age: x.at + age, ms: x.ms })) };
+        const worst = [...entry.probe.stalls].sort((a, b) => b.ms - a.ms)[0];
+        console.log(`  stall probe (a handshake to a cached domain every 20 ms for ${SCALE_PROBE_SECONDS} s): p50 ${fmt(probe.bulk.p50ms)} ms, ${entry.probe.stalls.length} over 100 ms${worst ? `, longest ${fmtInt(worst.ms)} ms starting ${fmt(worst.age, 1)} s after the spawn` : ''}`);
+      }
       if (count === largest && SCALE_BULK > 0) {
         const pid = portico.process.pid;
         entry.bulk = [{ done: 0, rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: NaN, client: { n: 0, p50ms: NaN, p99ms: NaN, maxms: NaN, meanms: NaN }, errors: 0 }];
@@ -675,6 +686,7 @@ async function runScale(ctx: ScaleContext): Promise<ScaleResult> {
       out.summary.push({ label: `${label}: first handshake, cold domain p99 ms`, value: d.firstHandshake.cold.p99ms });
       out.summary.push({ label: `${label}: cost of the cold lookup ms (cold − cached p50)`, value: d.firstHandshake.cold.p50ms - d.firstHandshake.warm.p50ms });
     }
+    if (d.probe) out.summary.push({ label: `${label}: longest handshake stall in ${d.probe.seconds} s (cached domain, every 20 ms) ms`, value: Math.max(d.probe.handshakes.maxms, ...d.probe.stalls.map((x) => x.ms)), digits: 0 });
     if (d.bulk && d.bulk.length > 1) {
       const last = d.bulk[d.bulk.length - 1];
       out.summary.push({ label: `${label}: RSS after ${fmtInt(last.done)} cold handshakes MiB`, value: last.rssMiB, digits: 0, target: { op: '<', value: 150 } });

@@ -5,12 +5,16 @@
 //     so neither waits behind the other; the warm figure is the same handshake with the lookup cached)
 //   mode "bulk": `concurrency` loops over the hostnames (each once; or `count` times to `warm` when
 //     given), for RSS and server CPU per handshake
+//   mode "probe": one handshake to `warm` every `intervalMs` for `seconds`: the longest ones show
+//     when the server's event loop was blocked (the certificate sweep runs every 60 s)
 // Usage: node bench/scale-client.ts '<json options>'; prints one `SCALE_JSON {...}` line.
 import tls from 'node:tls';
 
 interface Options {
   port: number;
-  mode: 'alternate' | 'bulk';
+  mode: 'alternate' | 'bulk' | 'probe';
+  seconds?: number;
+  intervalMs?: number;
   /** hostnames are `${prefix}${index padded to 6}${suffix}` for index in [from, from + count) */
   prefix: string;
   suffix: string;
@@ -70,6 +74,7 @@ function summary(ms: number[]) {
 const cold: number[] = [];
 const warm: number[] = [];
 const bulk: number[] = [];
+const stalls: Array<{ at: number; ms: number }> = [];
 const start = performance.now();
 if (o.mode === 'alternate') {
   if (!o.warm) throw new Error('alternate needs a warm hostname');
@@ -79,6 +84,18 @@ if (o.mode === 'alternate') {
     if (c !== null) cold.push(c);
     const w = await handshake(o.warm);
     if (w !== null) warm.push(w);
+  }
+} else if (o.mode === 'probe') {
+  if (!o.warm) throw new Error('probe needs a warm hostname');
+  const until = start + (o.seconds ?? 65) * 1000;
+  while (performance.now() < until) {
+    const at = (performance.now() - start) / 1000;
+    const ms = await handshake(o.warm);
+    if (ms !== null) {
+      bulk.push(ms);
+      if (ms > 100) stalls.push({ at, ms });
+    }
+    await new Promise((r) => setTimeout(r, o.intervalMs ?? 20));
   }
 } else {
   let next = o.from;
@@ -91,4 +108,4 @@ if (o.mode === 'alternate') {
   }));
 }
 const seconds = (performance.now() - start) / 1000;
-process.stdout.write(`SCALE_JSON ${JSON.stringify({ seconds, cold: summary(cold), warm: summary(warm), bulk: summary(bulk), errors, wrongCertificate, lastError })}\n`);
+process.stdout.write(`SCALE_JSON ${JSON.stringify({ seconds, cold: summary(cold), warm: summary(warm), bulk: summary(bulk), stalls, errors, wrongCertificate, lastError })}\n`);

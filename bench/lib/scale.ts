@@ -218,12 +218,14 @@ export interface ClientResult {
   cold: { n: number; p50ms: number; p99ms: number; maxms: number; meanms: number };
   warm: { n: number; p50ms: number; p99ms: number; maxms: number; meanms: number };
   bulk: { n: number; p50ms: number; p99ms: number; maxms: number; meanms: number };
+  /** probe mode: handshakes over 100 ms, seconds after the probe started */
+  stalls: Array<{ at: number; ms: number }>;
   errors: number;
   wrongCertificate: number;
   lastError: string;
 }
 
-export async function runScaleClient(ctx: ScaleContext, options: { port: number; mode: 'alternate' | 'bulk'; from: number; count: number; warm?: string; concurrency?: number }): Promise<ClientResult> {
+export async function runScaleClient(ctx: ScaleContext, options: { port: number; mode: 'alternate' | 'bulk' | 'probe'; from: number; count: number; warm?: string; concurrency?: number; seconds?: number; intervalMs?: number }): Promise<ClientResult> {
   const [cmd, argv] = wrap(ctx.clientCpus, process.execPath, [CLIENT, JSON.stringify({ ...options, prefix: PREFIX, suffix: SUFFIX, expectCN: SCALE_CN })]);
   const out = await new Promise<string>((resolve, reject) => {
     const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
