@@ -37,7 +37,7 @@ import { startPortico, provision, type Portico } from './lib/portico.ts';
 import { expectStatus, get } from './lib/check.ts';
 import { summarizeProfile } from './lib/profile.ts';
 import { h2loadLog, runH2load } from './lib/h2load.ts';
-import { ensureDataset, hostnameOf, procStatus, runScaleClient, startOnDataset, type ClientResult, type Dataset, type ScaleContext, type StartSample } from './lib/scale.ts';
+import { ensureDataset, hostnameOf, loadRedis, procStatus, runScaleClient, startOnDataset, type ClientResult, type Dataset, type ScaleContext, type StartSample } from './lib/scale.ts';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? (QUICK ? 5 : 15));
@@ -538,7 +538,7 @@ async function main(): Promise<void> {
 
     for (const s of scenarios) results.push(await runScenario(s));
     let scale: ScaleResult | undefined;
-    if (ONLY.has('scale')) scale = await runScale({ tmp, cpus: pinning.server, clientCpus: pinning.client, originPort });
+    if (ONLY.has('scale')) scale = await runScale({ tmp, cpus: pinning.server, clientCpus: pinning.client, originPort }, tools.redis && onPath('redis-cli'));
 
     // --- summary
     console.log('\n## Summary (ratios of medians; targets from DESIGN §9)');
@@ -575,123 +575,154 @@ interface ScaleRow {
   target?: { op: '<' | '>='; value: number };
 }
 
+interface ScaleRun {
+  count: number;
+  state: 'embedded' | 'redis';
+  stateLogMiB: number;
+  generatedSeconds: number | null;
+  starts: StartSample[];
+  firstHandshake?: ClientResult;
+  bulk?: Array<{ done: number; rssMiB: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk']; errors: number }>;
+  warmBulk?: { rssMiB: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk'] };
+  probe?: { seconds: number; startedAtAge: number; handshakes: ClientResult['bulk']; stalls: Array<{ age: number; ms: number }> };
+}
+
 interface ScaleResult {
-  datasets: Array<{
-    count: number;
-    stateLogMiB: number;
-    generatedSeconds: number | null;
-    starts: StartSample[];
-    firstHandshake?: ClientResult;
-    bulk?: Array<{ done: number; rssMiB: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk']; errors: number }>;
-    warmBulk?: { rssMiB: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk'] };
-    probe?: { seconds: number; startedAtAge: number; handshakes: ClientResult['bulk']; stalls: Array<{ age: number; ms: number }> };
-  }>;
+  runs: ScaleRun[];
   summary: ScaleRow[];
 }
 
-async function runScale(ctx: ScaleContext): Promise<ScaleResult> {
-  const largest = SCALE_SIZES[SCALE_SIZES.length - 1];
-  console.log(`\n## f. scale: ${SCALE_SIZES.map(fmtInt).join(' and ')} domains with stored certificates (embedded state, certificates in the certs dir)`);
-  console.log(`Portico on core 0 started ${SCALE_STARTS}× per size on a generated data dir + certs dir (one ECDSA P-256 certificate for every name); a client on the load core tries a handshake for a never-seen domain every 5 ms from the spawn on. Then ${SCALE_COLD} handshakes, one at a time, each to a never-seen domain and followed by one to a cached domain; then ${fmtInt(SCALE_BULK)} handshakes to distinct never-seen domains (${SCALE_CONCURRENCY} at a time) on the ${fmtInt(largest)} set with RSS read every ${fmtInt(SCALE_BULK_STEP)} (SNI cache: LRU of 10,000)`);
-  const cacheRoot = path.join(import.meta.dirname, 'results', 'scale-cache');
-  const out: ScaleResult = { datasets: [], summary: [] };
-  for (const count of SCALE_SIZES) {
-    const t0 = performance.now();
-    const ds: Dataset = await ensureDataset(cacheRoot, count);
-    console.log(`  ${fmtInt(count)} domains: ${ds.generatedSeconds === null ? `cached dataset (${path.relative(ROOT, ds.dir)})` : `generated in ${fmt(ds.generatedSeconds, 1)} s (${path.relative(ROOT, ds.dir)})`}, state log ${fmt(ds.stateLogMiB, 1)} MiB${ds.generatedSeconds === null ? `, checked in ${fmt((performance.now() - t0) / 1000, 1)} s` : ''}`);
-    const entry: ScaleResult['datasets'][number] = { count, stateLogMiB: ds.stateLogMiB, generatedSeconds: ds.generatedSeconds, starts: [] };
-    out.datasets.push(entry);
-    let running: Portico | undefined;
-    try {
-      for (let k = 1; k <= SCALE_STARTS; k++) {
-        const { portico, sample } = await startOnDataset(ds, ctx, k, count - k);
-        entry.starts.push(sample);
-        console.log(`  [${k}/${SCALE_STARTS}] ${fmtInt(count)} domains: listening ${fmtInt(sample.listeningMs)} ms, first handshake served ${fmtInt(sample.readyMs)} ms after the spawn; RSS ${fmt(sample.rssMiB, 0)} MiB (peak ${fmt(sample.peakRssMiB, 0)}), CPU ${fmt(sample.cpuSeconds, 2)} s`);
-        if (k < SCALE_STARTS) await stop(portico.process, 15_000);
-        else running = portico;
-      }
-      const portico = running!;
-      // the route works end to end: a stored domain proxies to the origin
-      const answer = await expectStatus(`${hostnameOf(0)} through Portico`, get({ scheme: 'https', port: portico.https, hostname: hostnameOf(0), path: '/' }), 200);
-      if (answer.body.length !== 100) throw new Error(`${hostnameOf(0)}: expected the origin's 100-byte body, got ${answer.body.length} bytes`);
-      // first handshakes: never-seen domains, alternating with the cached hostnameOf(0)
-      const coldFrom = Math.ceil(count / 10);
-      const first = await runScaleClient(ctx, { port: portico.https, mode: 'alternate', from: coldFrom, count: Math.min(SCALE_COLD, Math.floor(count / 4)), warm: hostnameOf(0) });
-      entry.firstHandshake = first;
-      console.log(`  first handshake, ${first.cold.n} never-seen domains: p50 ${fmt(first.cold.p50ms)} ms, p99 ${fmt(first.cold.p99ms)} ms, max ${fmt(first.cold.maxms)} ms; cached domain in between: p50 ${fmt(first.warm.p50ms)} ms, p99 ${fmt(first.warm.p99ms)} ms → cost of the cold lookup (p50 − p50) ${fmt(first.cold.p50ms - first.warm.p50ms)} ms${first.errors || first.wrongCertificate ? `; errors ${first.errors} (${first.lastError}), fallback served ${first.wrongCertificate}` : ''}`);
-      if (count === largest && SCALE_PROBE_SECONDS > 0) {
-        const at = Date.now();
-        const probe = await runScaleClient(ctx, { port: portico.https, mode: 'probe', from: 0, count: 0, warm: hostnameOf(0), seconds: SCALE_PROBE_SECONDS, intervalMs: 20 });
-        const age = (at - portico.spawnedAt) / 1000;
-        entry.probe = { seconds: SCALE_PROBE_SECONDS, startedAtAge: age, handshakes: probe.bulk, stalls: probe.stalls.map((x) => ({ age: x.at + age, ms: x.ms })) };
-        const worst = [...entry.probe.stalls].sort((a, b) => b.ms - a.ms)[0];
-        console.log(`  stall probe (a handshake to a cached domain every 20 ms for ${SCALE_PROBE_SECONDS} s): p50 ${fmt(probe.bulk.p50ms)} ms, ${entry.probe.stalls.length} over 100 ms${worst ? `, longest ${fmtInt(worst.ms)} ms starting ${fmt(worst.age, 1)} s after the spawn` : ''}`);
-      }
-      if (count === largest && SCALE_BULK > 0) {
-        const pid = portico.process.pid;
-        entry.bulk = [{ done: 0, rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: NaN, client: { n: 0, p50ms: NaN, p99ms: NaN, maxms: NaN, meanms: NaN }, errors: 0 }];
-        const bulkFrom = Math.min(count - SCALE_BULK, Math.ceil(count / 5));
-        if (bulkFrom < coldFrom + SCALE_COLD) throw new Error(`BENCH_SCALE_HANDSHAKES=${SCALE_BULK} needs more than ${fmtInt(count)} domains`);
-        for (let done = 0; done < SCALE_BULK; done += SCALE_BULK_STEP) {
-          const n = Math.min(SCALE_BULK_STEP, SCALE_BULK - done);
-          const cpu0 = cpuSeconds(processTree(pid));
-          const r = await runScaleClient(ctx, { port: portico.https, mode: 'bulk', from: bulkFrom + done, count: n, concurrency: SCALE_CONCURRENCY });
-          const cpu = cpuSeconds(processTree(pid)) - cpu0;
-          entry.bulk.push({ done: done + n, rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: (cpu * 1000) / Math.max(1, r.bulk.n), client: r.bulk, errors: r.errors + r.wrongCertificate });
-        }
+/** Starts Portico SCALE_STARTS times on one dataset, then measures handshakes on the last start. */
+async function scaleRun(ctx: ScaleContext, ds: Dataset, run: ScaleRun, opts: { redisUrl?: string; bulk: number; probeSeconds: number }): Promise<void> {
+  const what = `${fmtInt(ds.count)} domains, ${run.state}`;
+  let running: Portico | undefined;
+  try {
+    for (let k = 1; k <= SCALE_STARTS; k++) {
+      const { portico, sample } = await startOnDataset(ds, ctx, k, ds.count - k, opts.redisUrl);
+      run.starts.push(sample);
+      console.log(`  [${k}/${SCALE_STARTS}] ${what}: "listening" logged ${fmtInt(sample.listeningMs)} ms, first handshake served ${fmtInt(sample.readyMs)} ms after the spawn; RSS ${fmt(sample.rssMiB, 0)} MiB (peak ${fmt(sample.peakRssMiB, 0)}), CPU ${fmt(sample.cpuSeconds, 2)} s`);
+      if (k < SCALE_STARTS) await stop(portico.process, 15_000);
+      else running = portico;
+    }
+    const portico = running!;
+    const pid = portico.process.pid;
+    // the route works end to end: a stored domain proxies to the origin
+    const answer = await expectStatus(`${hostnameOf(0)} through Portico`, get({ scheme: 'https', port: portico.https, hostname: hostnameOf(0), path: '/' }), 200);
+    if (answer.body.length !== 100) throw new Error(`${hostnameOf(0)}: expected the origin's 100-byte body, got ${answer.body.length} bytes`);
+    // first handshakes: never-seen domains, alternating with the cached hostnameOf(0)
+    const coldFrom = Math.ceil(ds.count / 10);
+    const first = await runScaleClient(ctx, { port: portico.https, mode: 'alternate', from: coldFrom, count: Math.min(SCALE_COLD, Math.floor(ds.count / 4)), warm: hostnameOf(0) });
+    run.firstHandshake = first;
+    console.log(`  ${what}: first handshake to ${first.cold.n} never-seen domains p50 ${fmt(first.cold.p50ms)} ms, p99 ${fmt(first.cold.p99ms)} ms; to the cached domain in between p50 ${fmt(first.warm.p50ms)} ms, p99 ${fmt(first.warm.p99ms)} ms → cold lookup ${fmt(first.cold.p50ms - first.warm.p50ms)} ms${first.errors || first.wrongCertificate ? `; errors ${first.errors} (${first.lastError}), other certificate served ${first.wrongCertificate}` : ''}`);
+    if (opts.probeSeconds > 0) {
+      const at = Date.now();
+      const probe = await runScaleClient(ctx, { port: portico.https, mode: 'probe', from: 0, count: 0, warm: hostnameOf(0), seconds: opts.probeSeconds, intervalMs: 20 });
+      const age = (at - portico.spawnedAt) / 1000;
+      run.probe = { seconds: opts.probeSeconds, startedAtAge: age, handshakes: probe.bulk, stalls: probe.stalls.map((x) => ({ age: x.at + age, ms: x.ms })) };
+      const worst = [...run.probe.stalls].sort((x, y) => y.ms - x.ms)[0];
+      console.log(`  ${what}: stall probe (a handshake to the cached domain every 20 ms for ${opts.probeSeconds} s): p50 ${fmt(probe.bulk.p50ms)} ms, ${run.probe.stalls.length} over 100 ms${worst ? `, longest ${fmtInt(worst.ms)} ms, begun ${fmt(worst.age, 1)} s after the spawn` : ''}`);
+    }
+    if (opts.bulk > 0) {
+      run.bulk = [{ done: 0, rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: NaN, client: { n: 0, p50ms: NaN, p99ms: NaN, maxms: NaN, meanms: NaN }, errors: 0 }];
+      const bulkFrom = Math.min(ds.count - opts.bulk, Math.ceil(ds.count / 5));
+      if (bulkFrom < coldFrom + SCALE_COLD) throw new Error(`${fmtInt(opts.bulk)} cold handshakes in bulk need more than ${fmtInt(ds.count)} domains`);
+      for (let done = 0; done < opts.bulk; done += SCALE_BULK_STEP) {
+        const n = Math.min(SCALE_BULK_STEP, opts.bulk - done);
         const cpu0 = cpuSeconds(processTree(pid));
-        const w = await runScaleClient(ctx, { port: portico.https, mode: 'bulk', from: 0, count: SCALE_BULK_STEP, concurrency: SCALE_CONCURRENCY, warm: hostnameOf(0) });
-        entry.warmBulk = { rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: ((cpuSeconds(processTree(pid)) - cpu0) * 1000) / Math.max(1, w.bulk.n), client: w.bulk };
+        const r = await runScaleClient(ctx, { port: portico.https, mode: 'bulk', from: bulkFrom + done, count: n, concurrency: SCALE_CONCURRENCY });
+        const cpu = cpuSeconds(processTree(pid)) - cpu0;
+        run.bulk.push({ done: done + n, rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: (cpu * 1000) / Math.max(1, r.bulk.n), client: r.bulk, errors: r.errors + r.wrongCertificate });
       }
-      await stop(portico.process, 15_000);
-      running = undefined;
+      const cpu0 = cpuSeconds(processTree(pid));
+      const w = await runScaleClient(ctx, { port: portico.https, mode: 'bulk', from: 0, count: SCALE_BULK_STEP, concurrency: SCALE_CONCURRENCY, warm: hostnameOf(0) });
+      run.warmBulk = { rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: ((cpuSeconds(processTree(pid)) - cpu0) * 1000) / Math.max(1, w.bulk.n), client: w.bulk };
+    }
+  } finally {
+    if (running) await stop(running.process, 15_000);
+  }
+}
+
+async function runScale(ctx: ScaleContext, withRedis: boolean): Promise<ScaleResult> {
+  const largest = SCALE_SIZES[SCALE_SIZES.length - 1];
+  const redisToo = withRedis && process.env.BENCH_SCALE_REDIS !== '0';
+  console.log(`\n## f. scale: ${SCALE_SIZES.map(fmtInt).join(' and ')} domains with stored certificates (embedded state${redisToo ? `; then ${fmtInt(largest)} with state and certificates in Redis` : ''})`);
+  console.log([
+    `Portico on core 0, started ${SCALE_STARTS}× per dataset (generated once in Portico's formats, one ECDSA P-256 certificate for every name); from the spawn on, a client on the load core tries a handshake for a never-seen domain every 5 ms: "first handshake served" is when one succeeds with the stored certificate.`,
+    `Then ${SCALE_COLD} handshakes one at a time, each to a never-seen domain followed by one to a cached domain (tls.connect → secureConnect, no session, client on the load core).`,
+    SCALE_PROBE_SECONDS > 0 ? `Then (${fmtInt(largest)}, embedded) a handshake to the cached domain every 20 ms for ${SCALE_PROBE_SECONDS} s, to see the event loop stall (certificate sweep every 60 s).` : '',
+    SCALE_BULK > 0 ? `Then (${fmtInt(largest)}) ${fmtInt(SCALE_BULK)} handshakes to distinct never-seen domains, ${SCALE_CONCURRENCY} at a time, RSS read every ${fmtInt(SCALE_BULK_STEP)} (SNI cache: LRU of 10,000 SecureContexts), and ${fmtInt(SCALE_BULK_STEP)} to the cached domain for the CPU per cached handshake.` : '',
+  ].filter(Boolean).join('\n'));
+  const cacheRoot = path.join(import.meta.dirname, 'results', 'scale-cache');
+  const out: ScaleResult = { runs: [], summary: [] };
+  let biggest: Dataset | undefined;
+  for (const count of SCALE_SIZES) {
+    const ds: Dataset = await ensureDataset(cacheRoot, count);
+    biggest = ds;
+    console.log(`  ${fmtInt(count)} domains: ${ds.generatedSeconds === null ? 'dataset from the cache' : `dataset generated in ${fmt(ds.generatedSeconds, 1)} s (not measured)`} (${path.relative(ROOT, ds.dir)}), state log ${fmt(ds.stateLogMiB, 1)} MiB`);
+    const run: ScaleRun = { count, state: 'embedded', stateLogMiB: ds.stateLogMiB, generatedSeconds: ds.generatedSeconds, starts: [] };
+    out.runs.push(run);
+    await scaleRun(ctx, ds, run, { bulk: count === largest ? SCALE_BULK : 0, probeSeconds: count === largest ? SCALE_PROBE_SECONDS : 0 });
+  }
+  if (redisToo && biggest) {
+    // a Redis of its own on the load side, filled with the same domains and certificates (not measured)
+    const dir = path.join(ctx.tmp, 'redis-scale');
+    mkdirSync(dir, { recursive: true });
+    const port = await freePort();
+    const redis = spawnPinned('redis-scale', ctx.clientCpus, 'redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir]);
+    try {
+      await waitForPort(port);
+      const t0 = performance.now();
+      await loadRedis(biggest, port, ctx.originPort);
+      console.log(`  ${fmtInt(biggest.count)} domains loaded into Redis in ${fmt((performance.now() - t0) / 1000, 1)} s (not measured); Redis RSS ${fmt(rssMiB([redis.pid]), 0)} MiB`);
+      const run: ScaleRun = { count: biggest.count, state: 'redis', stateLogMiB: NaN, generatedSeconds: null, starts: [] };
+      out.runs.push(run);
+      await scaleRun(ctx, biggest, run, { redisUrl: `redis://127.0.0.1:${port}`, bulk: Math.min(SCALE_BULK, SCALE_BULK_STEP), probeSeconds: 0 });
     } finally {
-      if (running) await stop(running.process, 15_000);
+      await stop(redis);
     }
   }
 
   // --- tables
   const range = (xs: number[], digits = 0) => (xs.length > 1 ? `${fmt(Math.min(...xs), digits)}–${fmt(Math.max(...xs), digits)}` : '–');
   console.log('');
-  console.log(table(['domains', 'state log MiB', 'listening ms', 'min–max', 'first handshake served ms', 'min–max', 'RSS MiB', 'peak RSS MiB', 'CPU s to ready+1 s'], out.datasets.map((d) => [
-    fmtInt(d.count), fmt(d.stateLogMiB, 1),
-    fmtInt(median(d.starts.map((x) => x.listeningMs))), range(d.starts.map((x) => x.listeningMs)),
-    fmtInt(median(d.starts.map((x) => x.readyMs))), range(d.starts.map((x) => x.readyMs)),
-    fmt(median(d.starts.map((x) => x.rssMiB)), 0), fmt(median(d.starts.map((x) => x.peakRssMiB)), 0), fmt(median(d.starts.map((x) => x.cpuSeconds)), 2),
-  ])));
+  console.log(table(['domains', 'state', '"listening" ms', 'min–max', 'first handshake served ms', 'min–max', 'RSS MiB', 'peak RSS MiB', 'CPU s (to served + 1 s)'], out.runs.map((r) => [
+    fmtInt(r.count), r.state,
+    fmtInt(median(r.starts.map((x) => x.listeningMs))), range(r.starts.map((x) => x.listeningMs)),
+    fmtInt(median(r.starts.map((x) => x.readyMs))), range(r.starts.map((x) => x.readyMs)),
+    fmt(median(r.starts.map((x) => x.rssMiB)), 0), fmt(median(r.starts.map((x) => x.peakRssMiB)), 0), fmt(median(r.starts.map((x) => x.cpuSeconds)), 2),
+  ]), 2));
   console.log('');
-  console.log(table(['domains', 'cold handshakes', 'cold p50 ms', 'cold p99 ms', 'cold max ms', 'cached p50 ms', 'cached p99 ms', 'cold lookup cost ms (p50 − p50)', 'errors'], out.datasets.filter((d) => d.firstHandshake).map((d) => {
-    const f = d.firstHandshake!;
-    return [fmtInt(d.count), String(f.cold.n), fmt(f.cold.p50ms), fmt(f.cold.p99ms), fmt(f.cold.maxms), fmt(f.warm.p50ms), fmt(f.warm.p99ms), fmt(f.cold.p50ms - f.warm.p50ms), String(f.errors + f.wrongCertificate)];
-  })));
-  const big = out.datasets[out.datasets.length - 1];
-  if (big.bulk) {
+  console.log(table(['domains', 'state', 'cold handshakes', 'cold p50 ms', 'cold p99 ms', 'cold max ms', 'cached p50 ms', 'cached p99 ms', 'cold lookup ms (p50 − p50)', 'errors'], out.runs.filter((r) => r.firstHandshake).map((r) => {
+    const f = r.firstHandshake!;
+    return [fmtInt(r.count), r.state, String(f.cold.n), fmt(f.cold.p50ms), fmt(f.cold.p99ms), fmt(f.cold.maxms), fmt(f.warm.p50ms), fmt(f.warm.p99ms), fmt(f.cold.p50ms - f.warm.p50ms), String(f.errors + f.wrongCertificate)];
+  }), 2));
+  for (const r of out.runs.filter((x) => x.bulk)) {
     console.log('');
-    const rows = big.bulk.map((b) => [b.done === 0 ? 'after start' : `${fmtInt(b.done)} cold`, fmt(b.rssMiB, 0), b.done === 0 ? '–' : fmt(b.serverCpuMsPerHandshake), b.done === 0 ? '–' : fmt(b.client.p50ms), b.done === 0 ? '–' : fmt(b.client.p99ms), b.done === 0 ? '–' : fmt(b.client.maxms), String(b.errors)]);
-    if (big.warmBulk) rows.push([`${fmtInt(SCALE_BULK_STEP)} to a cached domain`, fmt(big.warmBulk.rssMiB, 0), fmt(big.warmBulk.serverCpuMsPerHandshake), fmt(big.warmBulk.client.p50ms), fmt(big.warmBulk.client.p99ms), fmt(big.warmBulk.client.maxms), '–']);
-    console.log(`${fmtInt(big.count)} domains, ${SCALE_CONCURRENCY} handshakes at a time, each row ${fmtInt(SCALE_BULK_STEP)} more never-seen domains:`);
+    const rows = r.bulk!.map((b) => [b.done === 0 ? 'start (+ the handshakes above)' : `${fmtInt(b.done)} cold`, fmt(b.rssMiB, 0), b.done === 0 ? '–' : fmt(b.serverCpuMsPerHandshake), b.done === 0 ? '–' : fmt(b.client.p50ms), b.done === 0 ? '–' : fmt(b.client.p99ms), b.done === 0 ? '–' : fmt(b.client.maxms), String(b.errors)]);
+    if (r.warmBulk) rows.push([`${fmtInt(SCALE_BULK_STEP)} to the cached domain`, fmt(r.warmBulk.rssMiB, 0), fmt(r.warmBulk.serverCpuMsPerHandshake), fmt(r.warmBulk.client.p50ms), fmt(r.warmBulk.client.p99ms), fmt(r.warmBulk.client.maxms), '–']);
+    console.log(`${fmtInt(r.count)} domains, ${r.state}: ${SCALE_CONCURRENCY} handshakes at a time, each row ${fmtInt(SCALE_BULK_STEP)} more never-seen domains`);
     console.log(table(['after', 'RSS MiB', 'server CPU ms/handshake', 'client p50 ms', 'p99 ms', 'max ms', 'errors'], rows));
   }
 
   // --- summary rows
-  for (const d of out.datasets) {
-    const label = `${d.count >= 1000 ? `${d.count / 1000}k` : d.count} domains`;
-    const ready = d.starts.map((x) => x.readyMs / 1000);
-    const listening = d.starts.map((x) => x.listeningMs / 1000);
+  for (const r of out.runs) {
+    const label = `${r.count >= 1000 ? `${r.count / 1000}k` : r.count} domains, ${r.state}`;
+    const ready = r.starts.map((x) => x.readyMs / 1000);
+    const listening = r.starts.map((x) => x.listeningMs / 1000);
     out.summary.push({ label: `${label}: start-up s (spawn → first handshake served)`, value: median(ready), range: range(ready, 2), target: { op: '<', value: 1 } });
-    out.summary.push({ label: `${label}: spawn → "listening" log line s`, value: median(listening), range: range(listening, 2) });
-    out.summary.push({ label: `${label}: RSS after start MiB`, value: median(d.starts.map((x) => x.rssMiB)), digits: 0, range: range(d.starts.map((x) => x.rssMiB)), target: { op: '<', value: 150 } });
-    if (d.firstHandshake) {
-      out.summary.push({ label: `${label}: first handshake, cold domain p50 ms`, value: d.firstHandshake.cold.p50ms, target: { op: '<', value: 5 } });
-      out.summary.push({ label: `${label}: first handshake, cold domain p99 ms`, value: d.firstHandshake.cold.p99ms });
-      out.summary.push({ label: `${label}: cost of the cold lookup ms (cold − cached p50)`, value: d.firstHandshake.cold.p50ms - d.firstHandshake.warm.p50ms });
+    out.summary.push({ label: `${label}: spawn → "listening" logged s`, value: median(listening), range: range(listening, 2) });
+    out.summary.push({ label: `${label}: RSS after start MiB`, value: median(r.starts.map((x) => x.rssMiB)), digits: 0, range: range(r.starts.map((x) => x.rssMiB)), target: { op: '<', value: 150 } });
+    if (r.firstHandshake) {
+      out.summary.push({ label: `${label}: first handshake, cold domain p50 ms`, value: r.firstHandshake.cold.p50ms, target: { op: '<', value: 5 } });
+      out.summary.push({ label: `${label}: first handshake, cold domain p99 ms`, value: r.firstHandshake.cold.p99ms });
+      out.summary.push({ label: `${label}: cold lookup ms (cold − cached p50)`, value: r.firstHandshake.cold.p50ms - r.firstHandshake.warm.p50ms });
     }
-    if (d.probe) out.summary.push({ label: `${label}: longest handshake stall in ${d.probe.seconds} s (cached domain, every 20 ms) ms`, value: Math.max(d.probe.handshakes.maxms, ...d.probe.stalls.map((x) => x.ms)), digits: 0 });
-    if (d.bulk && d.bulk.length > 1) {
-      const last = d.bulk[d.bulk.length - 1];
+    if (r.probe) out.summary.push({ label: `${label}: longest handshake in ${r.probe.seconds} s (cached domain, every 20 ms) ms`, value: Math.max(r.probe.handshakes.maxms, ...r.probe.stalls.map((x) => x.ms)), digits: 0 });
+    if (r.bulk && r.bulk.length > 1) {
+      const last = r.bulk[r.bulk.length - 1];
       out.summary.push({ label: `${label}: RSS after ${fmtInt(last.done)} cold handshakes MiB`, value: last.rssMiB, digits: 0, target: { op: '<', value: 150 } });
-      const cpu = d.bulk.slice(1).map((b) => b.serverCpuMsPerHandshake);
-      if (d.warmBulk) out.summary.push({ label: `${label}: server CPU per cold ÷ per cached handshake`, value: median(cpu) / d.warmBulk.serverCpuMsPerHandshake });
+      const cpu = r.bulk.slice(1).map((b) => b.serverCpuMsPerHandshake);
+      if (r.warmBulk) out.summary.push({ label: `${label}: server CPU ms per cold − per cached handshake`, value: median(cpu) - r.warmBulk.serverCpuMsPerHandshake });
     }
   }
   return out;

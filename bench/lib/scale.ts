@@ -13,7 +13,7 @@
 // measured; the result is cached under bench/results/scale-cache/ and reused.
 import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { appendFileSync, copyFileSync, existsSync, mkdirSync, openSync, closeSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { appendFileSync, copyFileSync, existsSync, mkdirSync, openSync, closeSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import tls from 'node:tls';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -118,6 +118,72 @@ export async function ensureDataset(cacheRoot: string, count: number): Promise<D
   return { count, dir, stateLog, certsDir, projects, generatedSeconds, stateLogMiB: sizeOf() };
 }
 
+// --- Redis mode: the same domains and certificates as Redis keys (src/state/redis.ts,
+// src/state/redis-domains.ts, src/certs/redis-store.ts), loaded with `redis-cli --pipe` from a RESP
+// file kept next to the dataset
+
+const resp = (args: string[]) => `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+
+const projectCommands = (ds: Dataset, upstream: string) =>
+  ds.projects.flatMap((id, p) => {
+    const project = { id, accountId: 'acc_scale', name: `scale-${p}`, upstream, createdAt: '2026-01-01T00:00:00.000Z' };
+    return [resp(['SET', `portico:project:${id}`, JSON.stringify(project)]), resp(['SADD', 'portico:projects', id]), resp(['SET', `portico:project-name:${project.name}`, id])];
+  }).join('');
+
+/** The RESP file for the dataset (made once): every key Portico reads for a domain and its certificate. */
+export function ensureRedisCommands(ds: Dataset): string {
+  const file = path.join(ds.dir, 'redis.resp');
+  if (existsSync(file)) return file;
+  const pem = (name: string) => readFileSync(path.join(ds.certsDir, 'live', hostnameOf(0), name), 'utf8');
+  const [certPem, keyPem] = [pem('cert.pem'), pem('key.pem')];
+  const meta = JSON.parse(pem('meta.json')) as { notBefore: string; notAfter: string; issuer: string };
+  const created = '2026-01-01T00:00:00.000Z';
+  const temp = `${file}.tmp`;
+  const fd = openSync(temp, 'w');
+  let chunk = resp(['SET', 'portico:account:acc_scale', JSON.stringify({ id: 'acc_scale', plan: 'enterprise', limits: { perMinute: 100_000_000, perDay: 1_000_000_000 }, createdAt: created })]);
+  for (let i = 0; i < ds.count; i++) {
+    const hostname = hostnameOf(i);
+    const projectId = ds.projects[Math.floor(i / DOMAINS_PER_PROJECT)];
+    const domain = { hostname, projectId, accountId: 'acc_scale', primary: i % DOMAINS_PER_PROJECT === 0, status: 'verified', apex: false, records: [{ type: 'CNAME', name: 'www', value: 'edge.localhost', ttl: 3600 }], diagnostics: [], certificate: { status: 'none' }, createdAt: created, verifiedAt: created };
+    chunk += resp(['SET', `portico:domain:${hostname}`, JSON.stringify(domain)]);
+    chunk += resp(['SET', `portico:domain-cert:${hostname}`, JSON.stringify({ status: 'issued', issuer: meta.issuer, notAfter: meta.notAfter })]);
+    chunk += resp(['SADD', `portico:project:${projectId}:domains`, hostname]);
+    chunk += resp(['HSET', 'portico:domain-status', hostname, 'verified']);
+    chunk += resp(['HSET', 'portico:routes', hostname, JSON.stringify({ projectId })]);
+    chunk += resp(['SET', `portico:cert:${hostname}`, JSON.stringify({ hostname, certPem, keyPem, ...meta })]);
+    chunk += resp(['ZADD', 'portico:cert-expiry', String(Date.parse(meta.notAfter)), hostname]);
+    if (chunk.length > 1 << 20) {
+      writeSync(fd, chunk);
+      chunk = '';
+    }
+  }
+  writeSync(fd, chunk);
+  closeSync(fd);
+  renameSync(temp, file);
+  return file;
+}
+
+/** Loads the dataset into an empty Redis at `port` (not measured), projects pointing at today's origin. */
+export async function loadRedis(ds: Dataset, port: number, originPort: number): Promise<void> {
+  const file = ensureRedisCommands(ds);
+  const pipe = (input: string | number) => new Promise<string>((resolve, reject) => {
+    const child = spawn('redis-cli', ['-p', String(port), '--pipe'], { stdio: [typeof input === 'number' ? input : 'pipe', 'pipe', 'pipe'] });
+    let text = '';
+    child.stdout!.on('data', (d: Buffer) => { text += d; });
+    child.stderr!.on('data', (d: Buffer) => { text += d; });
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 && /errors: 0,/.test(text) ? resolve(text) : reject(new Error(`redis-cli --pipe: ${text.slice(-500)}`))));
+    if (typeof input === 'string') child.stdin!.end(input);
+  });
+  const fd = openSync(file, 'r');
+  try {
+    await pipe(fd);
+  } finally {
+    closeSync(fd);
+  }
+  await pipe(projectCommands(ds, `http://127.0.0.1:${originPort}`));
+}
+
 /** A fresh data dir for one start: the cached log plus one record per project naming today's origin. */
 export function prepareRun(ds: Dataset, dataDir: string, originPort: number): void {
   rmSync(dataDir, { recursive: true, force: true });
@@ -175,16 +241,26 @@ export interface ScaleContext {
 }
 
 /** Starts Portico on the dataset, measures start-up, and leaves it running for the handshake runs. */
-export async function startOnDataset(ds: Dataset, ctx: ScaleContext, n: number, probeIndex: number): Promise<{ portico: Portico; sample: StartSample }> {
-  const dataDir = path.join(ctx.tmp, `scale-${ds.count}`, 'data');
-  prepareRun(ds, dataDir, ctx.originPort);
+export async function startOnDataset(ds: Dataset, ctx: ScaleContext, n: number, probeIndex: number, redisUrl?: string): Promise<{ portico: Portico; sample: StartSample }> {
+  const run = path.join(ctx.tmp, `scale-${ds.count}${redisUrl ? '-redis' : ''}`);
+  const dataDir = path.join(run, 'data');
+  let certsDir = ds.certsDir;
+  if (redisUrl) {
+    // state and certificates in Redis; the certs dir holds only the fallback certificate
+    rmSync(run, { recursive: true, force: true });
+    mkdirSync(dataDir, { recursive: true });
+    certsDir = path.join(run, 'certs');
+    mkdirSync(certsDir);
+    for (const f of ['fallback.crt', 'fallback.key']) copyFileSync(path.join(ds.certsDir, f), path.join(certsDir, f));
+  } else prepareRun(ds, dataDir, ctx.originPort);
   const ports = { https: await freePort(), http: await freePort(), admin: await freePort() };
-  const logFile = path.join(ctx.tmp, `scale-${ds.count}`, `portico-${n}.log`);
+  const logFile = path.join(run, `portico-${n}.log`);
   let ready = 0;
   let gone = false;
   const started = startPortico({
     dataDir,
-    certsDir: ds.certsDir,
+    certsDir,
+    redisUrl,
     logFile,
     cpus: ctx.cpus,
     ports,

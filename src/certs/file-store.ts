@@ -1,7 +1,8 @@
 // Certificates on disk in the certs dir (embedded mode): `<certs dir>/<hostname>/{cert.pem,key.pem,meta.json}`
 // written atomically (temp file + rename), keys 0600. Challenges and locks live in memory: one
 // process owns the embedded state.
-import { mkdirSync, readFileSync, readdirSync, rmSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { readFile, readdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { writeAtomic } from './fallback.ts';
@@ -19,6 +20,21 @@ export function openFileCertStores(certsDir: string, directoryUrl: string): Cert
   };
   const challenges = new Map<string, string>();
   const locks = new Map<string, { token: string; until: number }>();
+  // validity of every stored certificate, read once (asynchronously) and then kept in step by put/remove
+  type Validity = { notBefore: string; notAfter: string };
+  let validity: Promise<Map<string, Validity>> | null = null;
+  const loadValidity = async () => {
+    const index = new Map<string, Validity>();
+    for (const hostname of await readdir(live)) {
+      try {
+        const meta = JSON.parse(await readFile(path.join(live, hostname, 'meta.json'), 'utf8')) as Validity;
+        index.set(hostname, { notBefore: meta.notBefore, notAfter: meta.notAfter });
+      } catch {
+        // no meta.json: a write interrupted before it finished, not a stored certificate
+      }
+    }
+    return index;
+  };
   const accountFile = path.join(certsDir, `acme-account-${Buffer.from(directoryUrl).toString('base64url').slice(0, 40)}.key`);
 
   return {
@@ -41,14 +57,13 @@ export function openFileCertStores(certsDir: string, directoryUrl: string): Cert
         writeAtomic(path.join(dir, 'key.pem'), keyPem, 0o600);
         writeAtomic(path.join(dir, 'cert.pem'), certPem, 0o644);
         writeAtomic(path.join(dir, 'meta.json'), JSON.stringify(meta), 0o644);
+        if (validity) (await validity).set(certificate.hostname, { notBefore: meta.notBefore, notAfter: meta.notAfter });
       },
       remove: async (hostname) => {
         rmSync(dirOf(hostname), { recursive: true, force: true });
+        if (validity) (await validity).delete(hostname);
       },
-      expiries: async () =>
-        readdirSync(live)
-          .filter((name) => existsSync(path.join(live, name, 'meta.json')))
-          .map((hostname) => ({ hostname, notAfter: (JSON.parse(readFileSync(path.join(live, hostname, 'meta.json'), 'utf8')) as StoredCertificate).notAfter })),
+      expiries: async () => [...(await (validity ??= loadValidity()))].map(([hostname, v]) => ({ hostname, ...v })),
     },
     challenges: {
       get: async (token) => challenges.get(token) ?? null,

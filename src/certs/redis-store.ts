@@ -27,17 +27,19 @@ export function openRedisCertStores(client: Redis, directoryUrl: string): CertSt
       },
       put: async (certificate) => {
         await call(() =>
-          client.multi().set(`portico:cert:${certificate.hostname}`, JSON.stringify(certificate)).zadd('portico:cert-expiry', Date.parse(certificate.notAfter), certificate.hostname).exec(),
+          client
+            .multi()
+            .set(`portico:cert:${certificate.hostname}`, JSON.stringify(certificate))
+            .hset('portico:cert-validity', certificate.hostname, JSON.stringify({ notBefore: certificate.notBefore, notAfter: certificate.notAfter }))
+            .exec(),
         );
       },
       remove: async (hostname) => {
-        await call(() => client.multi().del(`portico:cert:${hostname}`).zrem('portico:cert-expiry', hostname).exec());
+        await call(() => client.multi().del(`portico:cert:${hostname}`).hdel('portico:cert-validity', hostname).exec());
       },
       expiries: async () => {
-        const flat = (await call(() => client.call('ZRANGE', 'portico:cert-expiry', '0', '-1', 'WITHSCORES'))) as string[];
-        const out: Array<{ hostname: string; notAfter: string }> = [];
-        for (let i = 0; i < flat.length; i += 2) out.push({ hostname: flat[i], notAfter: new Date(Number(flat[i + 1])).toISOString() });
-        return out;
+        const all = await call(() => client.hgetall('portico:cert-validity'));
+        return Object.entries(all).map(([hostname, text]) => ({ hostname, ...(JSON.parse(text) as { notBefore: string; notAfter: string }) }));
       },
     },
     challenges: {

@@ -53,7 +53,7 @@ t.test('renews in the last third, with a real CA', async (t) => {
   const routes = createRouteTable(['api.localhost'], [], 'localhost');
   await loadRoutes(stores, routes);
   const issuer = createAcmeIssuer({ directoryUrl: pebble.directoryUrl, email: null, accountKeys: certs.accountKey, challenges: certs.challenges, ca: readFileSync(pebble.caCertFile, 'utf8') });
-  const manager = createCertificateManager({ stores, certs, issuer, routes, platformDomain: 'localhost', platform: null, log: createLogger('silent'), metrics: createMetrics(), now: () => now.ms, random: () => 0 });
+  const manager = createCertificateManager({ stores, certs, issuer, routes, platformDomain: 'localhost', platform: null, log: createLogger('silent'), metrics: createMetrics(), now: () => now.ms, jitter: () => 0 });
 
   const first = await manager.obtain('renew.example.com', 'verified');
   t.ok(first, 'issued');
