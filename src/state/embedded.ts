@@ -5,7 +5,8 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { AppendLog } from './append-log.ts';
-import { routeOf, type CertificateState, type Account, type ApiKey, type Category, type Domain, type DomainRoute, type Environment, type Project, type Stores } from './types.ts';
+import { openEmbeddedDomains } from './embedded-domains.ts';
+import type { Account, ApiKey, Category, Environment, Project, Stores } from './types.ts';
 
 type LogRecord =
   | { op: 'put'; t: string; k: string; v: unknown }
@@ -97,13 +98,7 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
   const projects = tables.table<Project>('projects');
   const projectNames = new Map<string, string>();
   for (const project of projects.values()) projectNames.set(project.name, project.id);
-  const storedDomains = tables.table<Domain>('domains');
-  const certificateStates = tables.table<CertificateState>('domainCertificates');
-  const withCertificate = (domain: Domain): Domain => ({ ...domain, certificate: certificateStates.get(domain.hostname) ?? { status: 'none' } });
-  const domains = { get: (h: string) => storedDomains.get(h), has: (h: string) => storedDomains.has(h), values: () => storedDomains.values() };
-  const history = tables.table<{ accountId: string; removedAt: string }>('domainHistory');
-  // claimed synchronously, before the write is durable, so two adds of one name cannot both win
-  const claimed = new Set<string>();
+  const domains = openEmbeddedDomains(tables, dataDir);
   const handlers: Array<(topic: string) => void> = [];
 
   return {
@@ -178,58 +173,7 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
         return project;
       },
     },
-    domains: {
-      get: async (hostname) => {
-        const domain = domains.get(hostname);
-        return domain ? withCertificate(domain) : null;
-      },
-      listByProject: async (projectId) =>
-        [...domains.values()].filter((d) => d.projectId === projectId).sort((a, b) => a.createdAt.localeCompare(b.createdAt)).map(withCertificate),
-      create: async (domain) => {
-        if (domains.has(domain.hostname) || claimed.has(domain.hostname)) return 'taken';
-        claimed.add(domain.hostname);
-        try {
-          await tables.put('domains', domain.hostname, domain);
-        } finally {
-          claimed.delete(domain.hostname);
-        }
-        return null;
-      },
-      update: async (domain) => {
-        if (!domains.has(domain.hostname)) return null;
-        await tables.put('domains', domain.hostname, domain);
-        return withCertificate(domain);
-      },
-      setCertificate: async (hostname, certificate) => {
-        if (domains.has(hostname)) await tables.put('domainCertificates', hostname, certificate);
-      },
-      remove: async (hostname, at) => {
-        const domain = domains.get(hostname);
-        if (!domain) return null;
-        await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at });
-        await tables.del('domains', hostname);
-        await tables.del('domainCertificates', hostname);
-        return withCertificate(domain);
-      },
-      previousOwner: async (hostname) => history.get(hostname) ?? null,
-      routes: async () => {
-        const routes = new Map<string, DomainRoute>();
-        for (const domain of domains.values()) {
-          const route = routeOf(domain);
-          if (route) routes.set(domain.hostname, route);
-        }
-        return routes;
-      },
-      route: async (hostname) => {
-        const domain = domains.get(hostname);
-        return domain ? routeOf(domain) : null;
-      },
-      countByStatus: async () => {
-        const counts = { pending: 0, verified: 0, failed: 0 };
-        for (const domain of domains.values()) counts[domain.status]++;
-        return counts;
-      },
-    },
+    domains,
     events: {
       // one process: a change is known here the moment it is made
       publish: async (topic) => {

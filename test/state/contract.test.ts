@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { openEmbeddedStores } from '../../src/state/embedded.ts';
 import { connectRedis, openRedisStores } from '../../src/state/redis.ts';
-import type { Account, ApiKey, Category, Stores } from '../../src/state/types.ts';
+import type { Account, ApiKey, Category, Domain, Stores } from '../../src/state/types.ts';
 import { cleanup, tempDir } from '../helpers/portico.ts';
 import { startRedis, type RedisServer } from '../helpers/redis.ts';
 
@@ -265,6 +265,39 @@ for (const backend of backends) {
       t.strictSame(await stores.categories.get('staging', s1.id), s1);
       t.strictSame(await stores.categories.get('production', p1.id), p1);
       t.equal(await stores.categories.get('staging', p2.id), null, 'production ids are not visible in staging');
+    });
+
+    t.test('projects and domains: claim, certificate state apart, routes, removal, history, durability', async (t) => {
+      const { stores, again } = await backend.open(t);
+      const project = { id: 'prj_1', accountId: 'acc_1', name: 'shop', upstream: 'http://127.0.0.1:9', createdAt: CREATED };
+      t.equal(await stores.projects.create(project), null);
+      t.equal(await stores.projects.create({ ...project, id: 'prj_2' }), 'name_taken', 'names are unique');
+      t.same(await stores.projects.get('prj_1'), project);
+      const domain: Domain = { hostname: 'shop.example.com', projectId: 'prj_1', accountId: 'acc_1', primary: false, status: 'pending', apex: false, records: [{ type: 'CNAME', name: 'shop', value: 'edge.localhost', ttl: 3600 }], diagnostics: [], certificate: { status: 'none' }, createdAt: CREATED };
+      const claims = await Promise.all([stores.domains.create(domain), stores.domains.create({ ...domain, projectId: 'prj_x' })]);
+      t.same(claims.sort(), [null, 'taken'], 'two adds of one hostname: exactly one wins');
+      t.equal(await stores.domains.route('shop.example.com'), null, 'a pending domain is not routed');
+      const verified = await stores.domains.update({ ...domain, status: 'verified', primary: true, verifiedAt: LATER });
+      t.match(verified, { status: 'verified', primary: true, certificate: { status: 'none' } });
+      await stores.domains.setCertificate('shop.example.com', { status: 'issued', issuer: 'Test CA', notAfter: LATER });
+      await stores.domains.update({ ...domain, status: 'verified', primary: true, verifiedAt: LATER, certificate: { status: 'none' }, hsts: { maxAge: 60 } });
+      t.match(await stores.domains.get('shop.example.com'), { hsts: { maxAge: 60 }, certificate: { status: 'issued', issuer: 'Test CA' } }, 'an owner change keeps the certificate state');
+      t.same(await stores.domains.route('shop.example.com'), { projectId: 'prj_1', hsts: { maxAge: 60 } });
+      t.same([...(await stores.domains.routes()).keys()], ['shop.example.com']);
+      t.same(await stores.domains.countByStatus(), { pending: 0, verified: 1, failed: 0 });
+      t.same((await stores.domains.listByProject('prj_1')).map((d) => d.hostname), ['shop.example.com']);
+
+      const reopened = await again();
+      t.match(await reopened.domains.get('shop.example.com'), { status: 'verified', records: domain.records, certificate: { status: 'issued' } }, 'all of it is durable');
+      t.same(await reopened.domains.route('shop.example.com'), { projectId: 'prj_1', hsts: { maxAge: 60 } });
+      t.match(await reopened.domains.remove('shop.example.com', LATER), { hostname: 'shop.example.com' });
+      t.equal(await reopened.domains.get('shop.example.com'), null);
+      t.equal(await reopened.domains.route('shop.example.com'), null);
+      await reopened.domains.setCertificate('shop.example.com', { status: 'issued' });
+      t.equal(await reopened.domains.get('shop.example.com'), null, 'a late certificate writer does not bring it back');
+      t.same(await reopened.domains.previousOwner('shop.example.com'), { accountId: 'acc_1', removedAt: LATER });
+      t.equal(await reopened.domains.create(domain), null, 'it can be added again');
+      t.match(await reopened.domains.get('shop.example.com'), { status: 'pending', certificate: { status: 'none' } }, 'fresh, without the old certificate state');
     });
 
     t.test('durability: the same state is seen again, and category ids are never reused', async (t) => {
