@@ -16,8 +16,7 @@ import { ensureFallbackCertificate } from './certs/fallback.ts';
 import { loadOrCreateToken } from './admin/token.ts';
 import { openFileCertStores } from './certs/file-store.ts';
 import { openRedisCertStores } from './certs/redis-store.ts';
-import { createAcmeIssuer } from './certs/acme-issuer.ts';
-import { createCertificateManager, type CertificateManager } from './certs/manager.ts';
+import { createCertificateManager, type CertificateManager, type Issuer } from './certs/manager.ts';
 import type { CertStores } from './certs/types.ts';
 import { createOcspStapler } from './certs/ocsp.ts';
 import { fileTicketKeys, redisTicketKeys, rotateTicketKeys, type TicketKeySource } from './certs/ticket-keys.ts';
@@ -119,13 +118,20 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   followChanges(stores, routes, log);
   metrics.countDomainsWith(() => stores.domains.countByStatus());
   const forwarder = createForwarder(config.timeouts.upstreamMs, (kind) => metrics.upstreamErrors.inc({ kind }));
-  const issuer = createAcmeIssuer({
-    directoryUrl: config.acme.directory,
-    email: config.acme.email,
-    accountKeys: certStores.accountKey,
-    challenges: certStores.challenges,
-    ca: env.NODE_EXTRA_CA_CERTS && existsSync(env.NODE_EXTRA_CA_CERTS) ? readFileSync(env.NODE_EXTRA_CA_CERTS, 'utf8') : undefined,
-  });
+  // the ACME client (acme-client, axios, node-forge: ~37 MiB) is loaded with the first order, not at start
+  let acme: Promise<Issuer> | null = null;
+  const issuer: Issuer = {
+    issue: async (hostname) =>
+      (await (acme ??= import('./certs/acme-issuer.ts').then(({ createAcmeIssuer }) =>
+        createAcmeIssuer({
+          directoryUrl: config.acme.directory,
+          email: config.acme.email,
+          accountKeys: certStores.accountKey,
+          challenges: certStores.challenges,
+          ca: env.NODE_EXTRA_CA_CERTS && existsSync(env.NODE_EXTRA_CA_CERTS) ? readFileSync(env.NODE_EXTRA_CA_CERTS, 'utf8') : undefined,
+        }),
+      ))).issue(hostname),
+  };
   const certificates = createCertificateManager({ stores, certs: certStores, issuer, routes, platformDomain: config.platform.domain, platform: readPlatformCertificate(config), log, metrics, onDemandWaitMs: config.acme.onDemandWaitMs });
 
   // 4. the handlers that depend on configuration, rebuilt on reload
