@@ -1,19 +1,23 @@
 // The 100k-domain scenario (DESIGN §8–§9, issue 7): a data dir and a certs dir written straight to
-// disk in Portico's own formats, then Portico (embedded state) started on them and measured from
-// outside — start-up time, RSS, and the first handshake for a domain whose certificate is read from
-// storage, against a domain whose SecureContext is cached.
+// disk in Portico's own formats, then Portico started on them and measured from outside — start-up
+// time, RSS, and the first handshake for a domain whose certificate is read from storage, against a
+// domain whose SecureContext is cached.
 //
-// Formats written here (keep in step with src/):
+// Formats written here (keep in step with src/; the cache is keyed by a fingerprint of these files,
+// and every new dataset is read back through Portico's own store code before it is used):
 // - src/state/append-log.ts: `<crc32 hex, 8> <json>\n` per record; src/state/embedded.ts: records
-//   {op:'put', t, k, v} in tables 'accounts', 'projects', 'domains' (src/state/types.ts Domain, status
-//   'verified'), 'domainCertificates' (CertificateState);
-// - src/certs/file-store.ts: `<certs>/live/<hostname>/{cert.pem,key.pem,meta.json}`.
+//   {op:'put', t, k, v} in tables 'accounts', 'projects' and, per domain, 'domainIndex'
+//   {projectId, status, createdAt, route} (src/state/embedded-domains.ts);
+// - src/state/embedded-domains.ts: `<data dir>/domains/<hostname>.json` (the Domain without its
+//   certificate state) and `<hostname>.certificate.json` (CertificateState);
+// - src/certs/file-store.ts: `<certs>/live/<hostname>/{cert.pem,key.pem,meta.json}`;
+// - Redis (src/state/redis-domains.ts, src/certs/redis-store.ts): see ensureRedisCommands().
 // One real self-signed ECDSA P-256 certificate and key serve every hostname (its SAN does not name
 // them; the handshake does not care, and making 100k keys would take minutes). Generating is not
 // measured; the result is cached under bench/results/scale-cache/ and reused.
 import { spawn } from 'node:child_process';
-import { X509Certificate } from 'node:crypto';
-import { appendFileSync, copyFileSync, existsSync, mkdirSync, openSync, closeSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { createHash, X509Certificate } from 'node:crypto';
+import { appendFileSync, copyFileSync, existsSync, mkdirSync, openSync, closeSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
 import tls from 'node:tls';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -22,12 +26,16 @@ import { freePort } from '../../test/helpers/free-port.ts';
 import { cpuSeconds, processTree, sleep, stop, wrap } from './proc.ts';
 import { startPortico, type Portico } from './portico.ts';
 
-/** bump when the generated layout changes: older caches are then made again */
-const FORMAT = 1;
+const ROOT = path.resolve(import.meta.dirname, '../..');
+/** bump when the generator changes; the sources whose formats it copies are fingerprinted too */
+const FORMAT = 2;
+const FORMAT_SOURCES = ['src/state/append-log.ts', 'src/state/embedded.ts', 'src/state/embedded-domains.ts', 'src/state/redis-domains.ts', 'src/certs/file-store.ts', 'src/certs/redis-store.ts'];
 export const SCALE_CN = 'portico-bench-scale';
 const PREFIX = 'www.site-';
 const SUFFIX = '.example';
 const DOMAINS_PER_PROJECT = 1000;
+const ACCOUNT = 'acc_scale';
+const CREATED = '2026-01-01T00:00:00.000Z';
 const CLIENT = path.join(import.meta.dirname, '..', 'scale-client.ts');
 // the fallback certificate Portico would make on first start (config/portico.yaml's API hosts)
 const FALLBACK_NAMES = ['api.localhost', 'localhost', '127.0.0.1', 'api.staging.localhost'];
@@ -38,6 +46,8 @@ export interface Dataset {
   count: number;
   dir: string;
   stateLog: string;
+  /** <data dir>/domains: one body and one certificate-state file per domain */
+  domainsDir: string;
   certsDir: string;
   projects: string[];
   /** seconds spent making it, or null when it came from the cache */
@@ -50,53 +60,61 @@ const line = (record: unknown) => {
   return `${crc32(json).toString(16).padStart(8, '0')} ${json}\n`;
 };
 
+function fingerprint(): string {
+  const hash = createHash('sha256').update(String(FORMAT));
+  for (const file of FORMAT_SOURCES) hash.update(existsSync(path.join(ROOT, file)) ? readFileSync(path.join(ROOT, file)) : file);
+  return hash.digest('hex').slice(0, 10);
+}
+
+const domainOf = (i: number, projects: string[]) => ({
+  hostname: hostnameOf(i),
+  projectId: projects[Math.floor(i / DOMAINS_PER_PROJECT)],
+  accountId: ACCOUNT,
+  primary: i % DOMAINS_PER_PROJECT === 0,
+  status: 'verified' as const,
+  apex: false,
+  records: [{ type: 'CNAME', name: 'www', value: 'edge.localhost', ttl: 3600 }],
+  diagnostics: [],
+  createdAt: CREATED,
+  verifiedAt: CREATED,
+});
+
+const projectOf = (id: string, p: number, upstream: string) => ({ id, accountId: ACCOUNT, name: `scale-${p}`, upstream, createdAt: CREATED });
+
 export async function ensureDataset(cacheRoot: string, count: number): Promise<Dataset> {
-  const dir = path.join(cacheRoot, `v${FORMAT}-n${count}`);
+  const key = `v${FORMAT}-${fingerprint()}-n${count}`;
+  const dir = path.join(cacheRoot, key);
   const stateLog = path.join(dir, 'state.log');
+  const domainsDir = path.join(dir, 'domains');
   const certsDir = path.join(dir, 'certs');
   const marker = path.join(dir, 'complete.json');
   const projectCount = Math.max(1, Math.ceil(count / DOMAINS_PER_PROJECT));
   const projects = Array.from({ length: projectCount }, (_, p) => `prj_scale${String(p).padStart(4, '0')}`);
   const sizeOf = () => readFileSync(stateLog).length / 1048576;
-  if (existsSync(marker)) return { count, dir, stateLog, certsDir, projects, generatedSeconds: null, stateLogMiB: sizeOf() };
+  if (existsSync(marker)) return { count, dir, stateLog, domainsDir, certsDir, projects, generatedSeconds: null, stateLogMiB: sizeOf() };
 
   const t0 = performance.now();
+  // datasets of the same size in older formats take 1–2 GB each: replace them
+  if (existsSync(cacheRoot)) for (const old of readdirSync(cacheRoot)) if (old.endsWith(`-n${count}`) && old !== key) rmSync(path.join(cacheRoot, old), { recursive: true, force: true });
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(path.join(certsDir, 'live'), { recursive: true, mode: 0o700 });
+  mkdirSync(domainsDir, { recursive: true, mode: 0o700 });
   await ensureFallbackCertificate(certsDir, FALLBACK_NAMES);
   const pair = await selfSigned([SCALE_CN], 3650);
   const leaf = new X509Certificate(pair.cert);
   const notBefore = new Date(leaf.validFrom).toISOString();
   const notAfter = new Date(leaf.validTo).toISOString();
   const meta = JSON.stringify({ notBefore, notAfter, issuer: SCALE_CN });
-  const created = '2026-01-01T00:00:00.000Z';
+  const certificateState = JSON.stringify({ status: 'issued', issuer: SCALE_CN, notAfter });
 
-  // the state log: one account, a project per 1,000 domains, each domain verified with an issued certificate
+  // the state log: one account, a project per 1,000 domains, an index entry per (verified) domain
   const fd = openSync(stateLog, 'w');
-  const accountId = 'acc_scale';
-  let chunk = line({ op: 'put', t: 'accounts', k: accountId, v: { id: accountId, plan: 'enterprise', limits: { perMinute: 100_000_000, perDay: 1_000_000_000 }, createdAt: created } });
-  for (const [p, id] of projects.entries()) {
-    // the upstream is set for each run (the origin's port changes): see prepareRun()
-    chunk += line({ op: 'put', t: 'projects', k: id, v: { id, accountId, name: `scale-${p}`, upstream: 'http://127.0.0.1:9', createdAt: created } });
-  }
+  let chunk = line({ op: 'put', t: 'accounts', k: ACCOUNT, v: { id: ACCOUNT, plan: 'enterprise', limits: { perMinute: 100_000_000, perDay: 1_000_000_000 }, createdAt: CREATED } });
+  // the upstream is set for each run (the origin's port changes): see prepareRun()
+  for (const [p, id] of projects.entries()) chunk += line({ op: 'put', t: 'projects', k: id, v: projectOf(id, p, 'http://127.0.0.1:9') });
   for (let i = 0; i < count; i++) {
-    const hostname = hostnameOf(i);
     const projectId = projects[Math.floor(i / DOMAINS_PER_PROJECT)];
-    const domain = {
-      hostname,
-      projectId,
-      accountId,
-      primary: i % DOMAINS_PER_PROJECT === 0,
-      status: 'verified',
-      apex: false,
-      records: [{ type: 'CNAME', name: 'www', value: 'edge.localhost', ttl: 3600 }],
-      diagnostics: [],
-      certificate: { status: 'none' },
-      createdAt: created,
-      verifiedAt: created,
-    };
-    chunk += line({ op: 'put', t: 'domains', k: hostname, v: domain });
-    chunk += line({ op: 'put', t: 'domainCertificates', k: hostname, v: { status: 'issued', issuer: SCALE_CN, notAfter } });
+    chunk += line({ op: 'put', t: 'domainIndex', k: hostnameOf(i), v: { projectId, status: 'verified', createdAt: CREATED, route: { projectId } } });
     if (chunk.length > 1 << 20) {
       writeSync(fd, chunk);
       chunk = '';
@@ -105,28 +123,55 @@ export async function ensureDataset(cacheRoot: string, count: number): Promise<D
   writeSync(fd, chunk);
   closeSync(fd);
 
-  // the certificates, as file-store.ts writes them
+  // what each domain carries, and its certificate, one set of files per domain
   for (let i = 0; i < count; i++) {
-    const dirOf = path.join(certsDir, 'live', hostnameOf(i));
-    mkdirSync(dirOf, { mode: 0o700 });
-    writeFileSync(path.join(dirOf, 'key.pem'), pair.key, { mode: 0o600 });
-    writeFileSync(path.join(dirOf, 'cert.pem'), pair.cert, { mode: 0o644 });
-    writeFileSync(path.join(dirOf, 'meta.json'), meta, { mode: 0o644 });
+    const hostname = hostnameOf(i);
+    writeFileSync(path.join(domainsDir, `${hostname}.json`), JSON.stringify(domainOf(i, projects)), { mode: 0o600 });
+    writeFileSync(path.join(domainsDir, `${hostname}.certificate.json`), certificateState, { mode: 0o600 });
+    const certDir = path.join(certsDir, 'live', hostname);
+    mkdirSync(certDir, { mode: 0o700 });
+    writeFileSync(path.join(certDir, 'key.pem'), pair.key, { mode: 0o600 });
+    writeFileSync(path.join(certDir, 'cert.pem'), pair.cert, { mode: 0o644 });
+    writeFileSync(path.join(certDir, 'meta.json'), meta, { mode: 0o644 });
   }
-  const generatedSeconds = (performance.now() - t0) / 1000;
-  writeFileSync(marker, JSON.stringify({ format: FORMAT, count, projects: projects.length, generatedSeconds, at: new Date().toISOString() }));
-  return { count, dir, stateLog, certsDir, projects, generatedSeconds, stateLogMiB: sizeOf() };
+  const ds: Dataset = { count, dir, stateLog, domainsDir, certsDir, projects, generatedSeconds: (performance.now() - t0) / 1000, stateLogMiB: sizeOf() };
+  await checkEmbedded(ds);
+  writeFileSync(marker, JSON.stringify({ format: FORMAT, sources: FORMAT_SOURCES, count, projects: projects.length, generatedSeconds: ds.generatedSeconds, at: new Date().toISOString() }));
+  return ds;
 }
 
-// --- Redis mode: the same domains and certificates as Redis keys (src/state/redis.ts,
-// src/state/redis-domains.ts, src/certs/redis-store.ts), loaded with `redis-cli --pipe` from a RESP
-// file kept next to the dataset
+/** Reads a new dataset back through Portico's own stores: a format that drifted from src/ fails here. */
+async function checkEmbedded(ds: Dataset): Promise<void> {
+  const { openEmbeddedStores } = await import('../../src/state/embedded.ts');
+  const { openFileCertStores } = await import('../../src/certs/file-store.ts');
+  const dataDir = path.join(ds.dir, 'check');
+  prepareRun(ds, dataDir, 9);
+  const stores = await openEmbeddedStores(dataDir);
+  try {
+    const last = hostnameOf(ds.count - 1);
+    const routes = await stores.domains.routes();
+    const domain = await stores.domains.get(last);
+    const certificate = await openFileCertStores(ds.certsDir, 'https://127.0.0.1:9/directory').certificates.get(last);
+    const problems = [
+      routes.size !== ds.count ? `${routes.size} routes instead of ${ds.count}` : '',
+      domain?.status !== 'verified' || domain.certificate?.status !== 'issued' ? `${last} reads back as ${JSON.stringify(domain)?.slice(0, 200)}` : '',
+      certificate?.certPem.includes('BEGIN CERTIFICATE') ? '' : `no certificate for ${last}`,
+    ].filter(Boolean);
+    if (problems.length) throw new Error(`the generated dataset does not match Portico's formats (src/ changed?): ${problems.join('; ')}`);
+  } finally {
+    await stores.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+// --- Redis mode: the same domains and certificates as Redis keys (src/state/redis-domains.ts,
+// src/certs/redis-store.ts), loaded with `redis-cli --pipe` from a RESP file kept with the dataset
 
 const resp = (args: string[]) => `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
 
 const projectCommands = (ds: Dataset, upstream: string) =>
   ds.projects.flatMap((id, p) => {
-    const project = { id, accountId: 'acc_scale', name: `scale-${p}`, upstream, createdAt: '2026-01-01T00:00:00.000Z' };
+    const project = projectOf(id, p, upstream);
     return [resp(['SET', `portico:project:${id}`, JSON.stringify(project)]), resp(['SADD', 'portico:projects', id]), resp(['SET', `portico:project-name:${project.name}`, id])];
   }).join('');
 
@@ -137,21 +182,19 @@ export function ensureRedisCommands(ds: Dataset): string {
   const pem = (name: string) => readFileSync(path.join(ds.certsDir, 'live', hostnameOf(0), name), 'utf8');
   const [certPem, keyPem] = [pem('cert.pem'), pem('key.pem')];
   const meta = JSON.parse(pem('meta.json')) as { notBefore: string; notAfter: string; issuer: string };
-  const created = '2026-01-01T00:00:00.000Z';
   const temp = `${file}.tmp`;
   const fd = openSync(temp, 'w');
-  let chunk = resp(['SET', 'portico:account:acc_scale', JSON.stringify({ id: 'acc_scale', plan: 'enterprise', limits: { perMinute: 100_000_000, perDay: 1_000_000_000 }, createdAt: created })]);
+  let chunk = resp(['SET', `portico:account:${ACCOUNT}`, JSON.stringify({ id: ACCOUNT, plan: 'enterprise', limits: { perMinute: 100_000_000, perDay: 1_000_000_000 }, createdAt: CREATED })]);
   for (let i = 0; i < ds.count; i++) {
     const hostname = hostnameOf(i);
-    const projectId = ds.projects[Math.floor(i / DOMAINS_PER_PROJECT)];
-    const domain = { hostname, projectId, accountId: 'acc_scale', primary: i % DOMAINS_PER_PROJECT === 0, status: 'verified', apex: false, records: [{ type: 'CNAME', name: 'www', value: 'edge.localhost', ttl: 3600 }], diagnostics: [], certificate: { status: 'none' }, createdAt: created, verifiedAt: created };
-    chunk += resp(['SET', `portico:domain:${hostname}`, JSON.stringify(domain)]);
+    const domain = domainOf(i, ds.projects);
+    chunk += resp(['SET', `portico:domain:${hostname}`, JSON.stringify({ ...domain, certificate: { status: 'none' } })]);
     chunk += resp(['SET', `portico:domain-cert:${hostname}`, JSON.stringify({ status: 'issued', issuer: meta.issuer, notAfter: meta.notAfter })]);
-    chunk += resp(['SADD', `portico:project:${projectId}:domains`, hostname]);
+    chunk += resp(['SADD', `portico:project:${domain.projectId}:domains`, hostname]);
     chunk += resp(['HSET', 'portico:domain-status', hostname, 'verified']);
-    chunk += resp(['HSET', 'portico:routes', hostname, JSON.stringify({ projectId })]);
+    chunk += resp(['HSET', 'portico:routes', hostname, JSON.stringify({ projectId: domain.projectId })]);
     chunk += resp(['SET', `portico:cert:${hostname}`, JSON.stringify({ hostname, certPem, keyPem, ...meta })]);
-    chunk += resp(['ZADD', 'portico:cert-expiry', String(Date.parse(meta.notAfter)), hostname]);
+    chunk += resp(['HSET', 'portico:cert-validity', hostname, JSON.stringify({ notBefore: meta.notBefore, notAfter: meta.notAfter })]);
     if (chunk.length > 1 << 20) {
       writeSync(fd, chunk);
       chunk = '';
@@ -182,15 +225,39 @@ export async function loadRedis(ds: Dataset, port: number, originPort: number): 
     closeSync(fd);
   }
   await pipe(projectCommands(ds, `http://127.0.0.1:${originPort}`));
+  // read back through Portico's own Redis stores
+  const { connectRedis, openRedisStores } = await import('../../src/state/redis.ts');
+  const { openRedisCertStores } = await import('../../src/certs/redis-store.ts');
+  const connections = connectRedis(`redis://127.0.0.1:${port}`, 30_000);
+  const stores = await openRedisStores(connections);
+  try {
+    const last = hostnameOf(ds.count - 1);
+    const domain = await stores.domains.get(last);
+    const route = await stores.domains.route(last);
+    const certs = openRedisCertStores(connections.client, 'https://127.0.0.1:9/directory');
+    const certificate = await certs.certificates.get(last);
+    const validity = await certs.certificates.expiries();
+    const problems = [
+      domain?.status !== 'verified' || domain.certificate?.status !== 'issued' ? `${last} reads back as ${JSON.stringify(domain)?.slice(0, 200)}` : '',
+      route ? '' : `no route for ${last}`,
+      certificate?.certPem.includes('BEGIN CERTIFICATE') ? '' : `no certificate for ${last}`,
+      validity.length === ds.count ? '' : `${validity.length} certificate validities instead of ${ds.count}`,
+    ].filter(Boolean);
+    if (problems.length) throw new Error(`the Redis dataset does not match Portico's formats (src/ changed?): ${problems.join('; ')}`);
+  } finally {
+    await stores.close();
+  }
 }
 
-/** A fresh data dir for one start: the cached log plus one record per project naming today's origin. */
+/** A fresh data dir for one start: the cached log plus one record per project naming today's origin,
+ *  and the cached per-domain files (linked: Portico only reads them here). */
 export function prepareRun(ds: Dataset, dataDir: string, originPort: number): void {
   rmSync(dataDir, { recursive: true, force: true });
   mkdirSync(dataDir, { recursive: true });
   const log = path.join(dataDir, 'state.log');
   copyFileSync(ds.stateLog, log);
-  appendFileSync(log, ds.projects.map((id, p) => line({ op: 'put', t: 'projects', k: id, v: { id, accountId: 'acc_scale', name: `scale-${p}`, upstream: `http://127.0.0.1:${originPort}`, createdAt: '2026-01-01T00:00:00.000Z' } })).join(''));
+  appendFileSync(log, ds.projects.map((id, p) => line({ op: 'put', t: 'projects', k: id, v: projectOf(id, p, `http://127.0.0.1:${originPort}`) })).join(''));
+  symlinkSync(ds.domainsDir, path.join(dataDir, 'domains'));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -200,6 +267,9 @@ export interface StartSample {
   listeningMs: number;
   /** spawn → the first handshake answered with a stored certificate (a client kept trying from the spawn on) */
   readyMs: number;
+  /** spawn → the start of the first 0.5 s with (almost) no CPU: background start-up work done */
+  settledMs: number;
+  /** once settled */
   rssMiB: number;
   peakRssMiB: number;
   cpuSeconds: number;
@@ -241,7 +311,22 @@ export interface ScaleContext {
 }
 
 /** Starts Portico on the dataset, measures start-up, and leaves it running for the handshake runs. */
-export async function startOnDataset(ds: Dataset, ctx: ScaleContext, n: number, probeIndex: number, redisUrl?: string): Promise<{ portico: Portico; sample: StartSample }> {
+/** The reason Portico gave for not starting (its fatal log line), if any. */
+function fatalLine(logFile: string): string | undefined {
+  const text = existsSync(logFile) ? readFileSync(logFile, 'utf8') : '';
+  for (const l of text.split('\n')) {
+    try {
+      const entry = JSON.parse(l) as { level?: number; msg?: string; err?: { message?: string } };
+      if ((entry.level ?? 0) >= 60) return `${entry.msg}: ${entry.err?.message ?? ''}`;
+    } catch {
+      // not a JSON line
+    }
+  }
+  return undefined;
+}
+
+export async function startOnDataset(ds: Dataset, ctx: ScaleContext, n: number, probeIndex: number, opts: { redisUrl?: string; env?: Record<string, string> } = {}): Promise<{ portico: Portico; sample: StartSample }> {
+  const { redisUrl } = opts;
   const run = path.join(ctx.tmp, `scale-${ds.count}${redisUrl ? '-redis' : ''}`);
   const dataDir = path.join(run, 'data');
   let certsDir = ds.certsDir;
@@ -266,7 +351,7 @@ export async function startOnDataset(ds: Dataset, ctx: ScaleContext, n: number, 
     ports,
     timeoutMs: 120_000,
     // never reach a real CA from the bench (every domain has a stored certificate; this is a guard)
-    env: { PORTICO_ACME_DIRECTORY: 'https://127.0.0.1:9/directory' },
+    env: { PORTICO_ACME_DIRECTORY: 'https://127.0.0.1:9/directory', ...opts.env },
     onSpawn: (p) => { void p.exited.then(() => { gone = true; }); },
   });
   // from the spawn on, keep trying a handshake for a never-seen domain until a stored certificate answers
@@ -278,14 +363,34 @@ export async function startOnDataset(ds: Dataset, ctx: ScaleContext, n: number, 
       if (cn !== null) throw new Error(`a stored domain was answered with another certificate (CN ${cn})`);
       await sleep(5);
     }
-    throw new Error('no handshake with the stored certificate within 120 s');
+    throw new Error(gone ? 'Portico exited' : 'no handshake with the stored certificate within 120 s');
   })();
-  const portico = await started;
-  ready = await probe;
-  await sleep(1000);
+  probe.catch(() => undefined); // read below; a start-up failure is reported first
+  let portico: Portico;
+  try {
+    portico = await started;
+  } catch (err) {
+    throw new Error(`Portico did not start: ${fatalLine(logFile) ?? (err as Error).message.split('\n')[0]}`);
+  }
+  try {
+    ready = await probe;
+  } catch (err) {
+    await stop(portico.process, 5000);
+    throw new Error(`${(err as Error).message}${fatalLine(logFile) ? `: ${fatalLine(logFile)}` : ''}`);
+  }
+  // start-up work may go on in the background after the first handshake (the certificate sweep reads
+  // every validity): RSS is read once the process has been idle (< 5 % CPU) for 0.5 s, at most 60 s on
   const pids = processTree(portico.process.pid);
+  let cpu = cpuSeconds(pids);
+  for (const until = Date.now() + 60_000; Date.now() < until; ) {
+    await sleep(500);
+    const now = cpuSeconds(pids);
+    if (now - cpu < 0.025) break;
+    cpu = now;
+  }
+  const settled = Date.now() - 500;
   const { rss, hwm } = status(portico.process.pid);
-  const sample = { listeningMs: portico.listeningAt - portico.spawnedAt, readyMs: ready - portico.spawnedAt, rssMiB: rss, peakRssMiB: hwm, cpuSeconds: cpuSeconds(pids) };
+  const sample = { listeningMs: portico.listeningAt - portico.spawnedAt, readyMs: ready - portico.spawnedAt, settledMs: settled - portico.spawnedAt, rssMiB: rss, peakRssMiB: hwm, cpuSeconds: cpuSeconds(pids) };
   return { portico, sample };
 }
 
