@@ -2,6 +2,7 @@
 // Locks are `SET NX PX` with an owner token and a compare-and-delete release.
 import { randomBytes, createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { scanHash } from '../state/redis-scan.ts';
 import { stateUnavailable } from '../state/types.ts';
 import type { CertStores, StoredCertificate } from './types.ts';
 
@@ -38,8 +39,8 @@ export function openRedisCertStores(client: Redis, directoryUrl: string): CertSt
         await call(() => client.multi().del(`portico:cert:${hostname}`).hdel('portico:cert-validity', hostname).exec());
       },
       expiries: async () => {
-        const all = await call(() => client.hgetall('portico:cert-validity'));
-        return Object.entries(all).map(([hostname, text]) => ({ hostname, ...(JSON.parse(text) as { notBefore: string; notAfter: string }) }));
+        const all = await scanHash(client, 'portico:cert-validity', call);
+        return all.map(([hostname, text]) => ({ hostname, ...(JSON.parse(text) as { notBefore: string; notAfter: string }) }));
       },
     },
     challenges: {

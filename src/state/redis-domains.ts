@@ -2,6 +2,7 @@
 // certificate manager and owner changes never overwrite each other; `portico:routes` holds the small
 // route entry of every served domain, which is all the routing index loads at start.
 import type { Redis } from 'ioredis';
+import { scanHash } from './redis-scan.ts';
 import { routeOf, type Domain, type DomainRoute, type DomainStatus, type DomainStore, type Project, type ProjectStore } from './types.ts';
 
 const HISTORY_SECONDS = 31 * 86_400;
@@ -97,8 +98,8 @@ export function openRedisDomainStores(client: Redis, call: Call): { projects: Pr
       },
       previousOwner: (hostname) => readJson<{ accountId: string; removedAt: string }>(`portico:domain-history:${hostname}`),
       routes: async () => {
-        const all = await call(() => client.hgetall('portico:routes'));
-        return new Map(Object.entries(all).map(([hostname, text]) => [hostname, JSON.parse(text) as DomainRoute]));
+        const all = await scanHash(client, 'portico:routes', call);
+        return new Map(all.map(([hostname, text]) => [hostname, JSON.parse(text) as DomainRoute]));
       },
       route: async (hostname) => {
         const text = await call(() => client.hget('portico:routes', hostname));
@@ -106,7 +107,7 @@ export function openRedisDomainStores(client: Redis, call: Call): { projects: Pr
       },
       countByStatus: async () => {
         const counts: Record<DomainStatus, number> = { pending: 0, verified: 0, failed: 0 };
-        for (const status of await call(() => client.hvals('portico:domain-status'))) counts[status as DomainStatus]++;
+        for (const [, status] of await scanHash(client, 'portico:domain-status', call)) counts[status as DomainStatus]++;
         return counts;
       },
     }
