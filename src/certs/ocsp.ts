@@ -8,6 +8,7 @@
 // Node destroys the socket when the callback gets an error, so every outcome here is "staple or
 // not", and failures go to onError.
 import { createHash, X509Certificate } from 'node:crypto';
+import { INTEGER, BIT_STRING, OCTET_STRING, OID, ENUMERATED, GENERALIZED_TIME, SEQUENCE, SHA1_ALGORITHM, ID_PKIX_OCSP_BASIC, read, children, expect, tlvBytes, der, type Tlv } from './der.ts';
 
 export interface OcspStapler {
   onRequest(certificate: Buffer, issuer: Buffer | null, done: (err: Error | null, response?: Buffer | null) => void): void;
@@ -254,61 +255,4 @@ function generalizedTime(buf: Buffer, tlv: Tlv | undefined): number {
   const m = /^(\d{4})(\d\d)(\d\d)(\d\d)(\d\d)(\d\d)(\.\d+)?Z$/.exec(text);
   if (!m) throw new OcspError('OCSP_MALFORMED', `OCSP response: GeneralizedTime ${JSON.stringify(text)}`);
   return Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6], m[7] ? Math.floor(Number(m[7]) * 1000) : 0);
-}
-
-// DER, just enough of it (X.690 §8.1: tag, length, contents; definite lengths only)
-const INTEGER = 0x02, BIT_STRING = 0x03, OCTET_STRING = 0x04, OID = 0x06, ENUMERATED = 0x0a, GENERALIZED_TIME = 0x18, SEQUENCE = 0x30;
-// AlgorithmIdentifier { id-sha1 (1.3.14.3.2.26), NULL }
-const SHA1_ALGORITHM = Buffer.from('300906052b0e03021a0500', 'hex');
-// id-pkix-ocsp-basic (1.3.6.1.5.5.7.48.1.1)
-const ID_PKIX_OCSP_BASIC = Buffer.from('06092b0601050507300101', 'hex');
-
-interface Tlv {
-  tag: number;
-  /** where the TLV starts */
-  offset: number;
-  /** contents */
-  start: number;
-  end: number;
-}
-
-function read(buf: Buffer, offset: number, limit = buf.length): Tlv {
-  const fail = (): never => { throw new OcspError('OCSP_MALFORMED', `DER: truncated or invalid at byte ${offset}`); };
-  if (offset + 2 > limit) fail();
-  const tag = buf[offset];
-  if ((tag & 0x1f) === 0x1f) fail(); // multi-byte tags: none in these structures
-  let length = buf[offset + 1];
-  let start = offset + 2;
-  if (length & 0x80) {
-    const count = length & 0x7f;
-    if (count === 0 || count > 4 || start + count > limit) fail();
-    length = 0;
-    for (let i = 0; i < count; i++) length = length * 256 + buf[start + i];
-    start += count;
-  }
-  if (start + length > limit) fail();
-  return { tag, offset, start, end: start + length };
-}
-
-function children(buf: Buffer, parent: Tlv): Tlv[] {
-  if (!(parent.tag & 0x20)) throw new OcspError('OCSP_MALFORMED', `DER: tag 0x${parent.tag.toString(16)} is not constructed`);
-  const out: Tlv[] = [];
-  for (let at = parent.start; at < parent.end; at = out[out.length - 1].end) out.push(read(buf, at, parent.end));
-  return out;
-}
-
-function expect(tlv: Tlv | undefined, tag: number): Tlv {
-  if (tlv?.tag !== tag) throw new OcspError('OCSP_MALFORMED', `DER: expected tag 0x${tag.toString(16)}, got ${tlv ? '0x' + tlv.tag.toString(16) : 'nothing'}`);
-  return tlv;
-}
-
-function tlvBytes(buf: Buffer, tlv: Tlv): Buffer {
-  return buf.subarray(tlv.offset, tlv.end);
-}
-
-function der(tag: number, ...contents: Buffer[]): Buffer {
-  const body = Buffer.concat(contents);
-  const n = body.length;
-  const length = n < 0x80 ? [n] : n < 0x100 ? [0x81, n] : n < 0x10000 ? [0x82, n >> 8, n & 0xff] : [0x83, n >> 16, (n >> 8) & 0xff, n & 0xff];
-  return Buffer.concat([Buffer.from([tag, ...length]), body]);
 }
