@@ -61,8 +61,7 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
     const started = performance.now();
     const hostname = hostnameOf(req.headers.host ?? (req.headers[':authority'] as string | undefined));
     const socket = req.socket as TLSSocket;
-    const peer = proxiedAddress(socket)?.address ?? socket.remoteAddress ?? '';
-    const ip = clientIp(peer, req.headers['x-forwarded-for'], trust);
+    const ip = clientIpOf(socket, req.headers['x-forwarded-for'], trust);
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
@@ -86,9 +85,8 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
       }, 'request');
     });
 
-    const sni = socket.servername;
-    if (sni && !isIpLiteral(sni) && sni.toLowerCase() !== hostname) {
-      sendError(res, 'misdirected_request', `This connection was opened for ${sni}; open a new one for ${hostname || 'this host'}.`);
+    if (misdirected(socket, hostname)) {
+      sendError(res, 'misdirected_request', `This connection was opened for ${socket.servername}; open a new one for ${hostname || 'this host'}.`);
       return;
     }
     const route = routes.resolve(hostname);
@@ -132,15 +130,24 @@ export function createUpgradeHandler(deps: EdgeDeps): (req: IncomingMessage, soc
     const hostname = hostnameFromHost(req.headers.host);
     const route = deps.routes.resolve(hostname);
     const tlsSocket = req.socket as TLSSocket;
-    const sni = tlsSocket.servername;
-    if (route.kind !== 'project' || (sni && !isIpLiteral(sni) && sni.toLowerCase() !== hostname)) {
+    if (route.kind !== 'project' || misdirected(tlsSocket, hostname)) {
       socket.end(`HTTP/1.1 ${route.kind === 'project' ? '421 Misdirected Request' : '404 Not Found'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
       return;
     }
-    const peer = proxiedAddress(tlsSocket)?.address ?? tlsSocket.remoteAddress ?? '';
     deps.metrics.httpRequests.inc({ route: 'project', method: 'GET', status: 101 });
-    deps.proxy.upgrade(req, socket, head, route.upstream, { clientIp: clientIp(peer, req.headers['x-forwarded-for'], deps.trust), hostname, proto: 'https' });
+    deps.proxy.upgrade(req, socket, head, route.upstream, { clientIp: clientIpOf(tlsSocket, req.headers['x-forwarded-for'], deps.trust), hostname, proto: 'https' });
   };
+}
+
+/** The Host names another site than this connection's SNI (no SNI, or an IP literal SNI: Host decides). */
+function misdirected(socket: TLSSocket, hostname: string): boolean {
+  const sni = socket.servername;
+  return Boolean(sni) && !isIpLiteral(sni as string) && (sni as string).toLowerCase() !== hostname;
+}
+
+/** The TCP peer (or its PROXY protocol source), then X-Forwarded-For when that peer is trusted. */
+function clientIpOf(socket: TLSSocket, forwardedFor: string | string[] | undefined, trust: Trust): string {
+  return clientIp(proxiedAddress(socket)?.address ?? socket.remoteAddress ?? '', forwardedFor, trust);
 }
 
 function hstsHeader(hsts: Hsts): string {
