@@ -21,7 +21,8 @@
 //
 // Environment: BENCH_QUICK=1 (5 s × 1 instead of 15 s × 3), BENCH_SECONDS, BENCH_REPEATS,
 // BENCH_ONLY=proxy,h2,v1,redirect,handshake,resume,scale, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
-// afterwards, top self-time functions printed), BENCH_DIST=1 (run dist/ instead of src/),
+// afterwards, top self-time functions printed), BENCH_SRC=1 (run src/ instead of the build in dist/, which is
+// what `npm start` runs and what the bench builds and runs by default),
 // BENCH_H2_STREAMS (h2load -m, 10), BENCH_SCALE_DOMAINS (dataset sizes, "1000,100000"),
 // BENCH_SCALE_HANDSHAKES (cold handshakes in bulk for the RSS curve: 1,000 quick, 20,000 full).
 import { spawnSync, execFileSync } from 'node:child_process';
@@ -33,7 +34,7 @@ import { NICE, choosePinning, coreTimes, cpuSeconds, onPath, portFromStdout, pro
 import { chooseResolution, runWrk, type LoadResult, type Resolution } from './lib/wrk.ts';
 import { runHandshakes } from './lib/tls-load.ts';
 import { startNginx, type Nginx } from './lib/nginx.ts';
-import { startPortico, provision, type Portico } from './lib/portico.ts';
+import { buildDist, startPortico, provision, type Portico } from './lib/portico.ts';
 import { expectStatus, get } from './lib/check.ts';
 import { summarizeProfile } from './lib/profile.ts';
 import { h2loadLog, runH2load } from './lib/h2load.ts';
@@ -285,6 +286,7 @@ async function main(): Promise<void> {
   if (pinning.client) spawnSync('taskset', ['-a', '-p', '-c', pinning.client, String(process.pid)], { stdio: 'ignore' });
   if (NICE) spawnSync('renice', ['-n', String(NICE), '-p', String(process.pid)], { stdio: 'ignore' });
   const tools = ensureTools();
+  buildDist();
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'portico-bench-'));
   const skipped: string[] = [];
   const results: ScenarioResult[] = [];

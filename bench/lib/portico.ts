@@ -2,6 +2,7 @@
 // access log on (stdout to a file, so writing it costs what it costs in production), then an
 // enterprise account, a key and the `bench` project made through the admin API.
 import { closeSync, openSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { existsSync } from 'node:fs';
 import { spawnPinned, waitForLine, type Spawned } from './proc.ts';
@@ -23,10 +24,17 @@ export interface Portico {
   listeningAt: number;
 }
 
+/** What `npm start` runs: the build in dist/ (bench/run.ts builds it first); BENCH_SRC=1 runs the sources. */
 export function porticoEntry(): string {
-  // the sources by default (always current); BENCH_DIST=1 runs the build in dist/
   const dist = path.join(ROOT, 'dist/cli/main.js');
-  return process.env.BENCH_DIST === '1' && existsSync(dist) ? dist : path.join(ROOT, 'src/cli/main.ts');
+  return process.env.BENCH_SRC !== '1' && existsSync(dist) ? dist : path.join(ROOT, 'src/cli/main.ts');
+}
+
+/** Brings dist/ up to date with src/ (tsc, a few seconds) unless BENCH_SRC=1. */
+export function buildDist(): void {
+  if (process.env.BENCH_SRC === '1') return;
+  const result = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', path.join(ROOT, 'tsconfig.build.json')], { stdio: 'inherit', cwd: ROOT });
+  if (result.status !== 0) throw new Error('the build failed (tsc -p tsconfig.build.json); fix it or run with BENCH_SRC=1');
 }
 
 export async function startPortico(opts: { dataDir: string; certsDir: string; logFile: string; cpus: string | null; redisUrl?: string; nodeArgs?: string[]; env?: Record<string, string>; ports?: { https: number; http: number; admin: number }; timeoutMs?: number; onSpawn?: (p: Spawned) => void }): Promise<Portico> {
