@@ -1,18 +1,18 @@
-// Forwards one request to an upstream over an undici keep-alive pool and streams the answer back.
+// Forwards one request to an upstream over a keep-alive pool (http1-client.ts) and streams the answer back.
 // Hop-by-hop headers (RFC 9110 §7.6.1) and HTTP/2 pseudo-headers never cross; bodies stream both
 // ways; a client that goes away aborts the upstream request; refused → 502, silent → 504.
-import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError, type Response } from '../errors.ts';
 import type { Request } from '../api/body.ts';
+import { createHttp1Client, UpstreamError, type Sink, type UpstreamErrorKind } from './http1-client.ts';
+
+export type { UpstreamErrorKind };
 
 const HOP_BY_HOP = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade',
   'proxy-authenticate', 'proxy-authorization', 'http2-settings', 'host',
 ]);
-
-export type UpstreamErrorKind = 'connect' | 'timeout' | 'reset' | 'other';
 
 /** Where one request goes: `http://host:port` and the path with its query. */
 export interface Target {
@@ -44,77 +44,78 @@ export function connectionTokens(value: string | string[] | undefined): Readonly
 const NO_TOKENS: ReadonlySet<string> = new Set();
 
 export function createForwarder(timeoutMs: number, onError: (kind: UpstreamErrorKind) => void = () => undefined): Forwarder {
-  const agent = new Agent({ keepAliveTimeout: 30_000, connections: 256, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connectTimeout: Math.min(timeoutMs, 10_000) });
+  const client = createHttp1Client({ timeoutMs, connectTimeoutMs: Math.min(timeoutMs, 10_000), maxConnections: 256 });
   return {
     async forward(req, res, target, extra, drop, report = onError) {
-      const abort = new AbortController();
+      const method = req.method ?? 'GET';
+      if (!REQUEST_TARGET.test(target.path)) throw new HttpError('invalid_request', 'The request target is not valid.');
+      const declared = req.headers['content-length'];
+      const hasBody = (method !== 'GET' && method !== 'HEAD') || declared !== undefined || req.headers['transfer-encoding'] !== undefined;
+      // a declared length is passed on as is; otherwise (chunked, or HTTP/2 without one) the body goes chunked
+      const bodyLength = hasBody && typeof declared === 'string' && DIGITS.test(declared) && req.headers['transfer-encoding'] === undefined ? Number(declared) : undefined;
+      const call = client.request(target.origin, {
+        head: `${method} ${target.path} HTTP/1.1\r\n${headerLines(req.headers, extra, drop)}`,
+        method,
+        body: hasBody && bodyLength !== 0 ? (req as unknown as Readable) : null,
+        bodyLength,
+        onHead(statusCode, upstreamHeaders) {
+          res.statusCode = statusCode;
+          const named = connectionTokens(upstreamHeaders.connection);
+          for (const name in upstreamHeaders) {
+            if (!HOP_BY_HOP.has(name) && !named.has(name)) res.setHeader(name, upstreamHeaders[name]);
+          }
+          return res as unknown as Sink;
+        },
+      });
       // writableEnded, not writableFinished: an HTTP/2 stream the client reset reports
       // writableFinished === true (its Http2Stream counts as finished once closed), so a cancelled
       // stream never aborted its upstream request (test/proxy/project-proxy.test.ts, HTTP/2 cancel).
-      // Once end() was called the upstream body was read to its end: nothing is left to abort.
+      // Once end() was called the upstream answer was read to its end: nothing is left to abort.
       const onClose = () => {
-        if (!res.writableEnded) abort.abort();
+        if (!res.writableEnded) call.abort();
       };
       res.once('close', onClose);
-      const headers = requestHeaders(req.headers, extra, drop);
-      const hasBody = req.method !== 'GET' && req.method !== 'HEAD' || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
-      let answered = false;
       try {
-        // stream(): undici writes the upstream body straight into the response (with back-pressure),
-        // no intermediate Readable and no stream.pipeline — both cost a lot per request
-        await agent.stream(
-          {
-            origin: target.origin,
-            path: target.path,
-            method: req.method as Dispatcher.HttpMethod,
-            headers,
-            body: hasBody ? (req as unknown as Readable) : undefined,
-            signal: abort.signal,
-          },
-          ({ statusCode, headers: upstreamHeaders }) => {
-            answered = true;
-            res.statusCode = statusCode;
-            const named = connectionTokens(upstreamHeaders.connection);
-            for (const name in upstreamHeaders) {
-              const value = upstreamHeaders[name];
-              if (value !== undefined && !HOP_BY_HOP.has(name) && !named.has(name)) res.setHeader(name, value);
-            }
-            return res as unknown as Writable;
-          },
-        );
+        await call.done;
       } catch (err) {
-        if (abort.signal.aborted) return;
-        const kind = classify(err);
+        const kind = err instanceof UpstreamError ? err.kind : 'other';
         report(kind);
         // before the answer started: a 502/504 page; after: cutting the response is the only honest signal
-        if (!answered) throw new HttpError(kind === 'timeout' ? 'gateway_timeout' : 'bad_gateway');
+        if (!call.answered) throw new HttpError(kind === 'timeout' ? 'gateway_timeout' : 'bad_gateway');
         if (!res.writableFinished) (res as { destroy(): void }).destroy();
       } finally {
         res.off('close', onClose);
       }
     },
-    close: () => agent.close(),
+    close: async () => client.close(),
   };
 }
 
-function requestHeaders(incoming: IncomingHttpHeaders, extra: Record<string, string>, drop?: ReadonlySet<string>): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = {};
+// origin-form as targetOf() builds it: no whitespace or control character may reach the request line
+const REQUEST_TARGET = /^\/[^\s\x00-\x1f\x7f]*$/;
+const DIGITS = /^\d{1,15}$/;
+// a header value Portico adds must not be able to end its line
+const UNSAFE_VALUE = /[\r\n\0]/;
+
+/**
+ * The request's header lines for the upstream: hop-by-hop, pseudo, `drop`ped and Connection-named
+ * headers filtered out, `extra` added. Host and the body framing are the client's to write.
+ */
+function headerLines(incoming: IncomingHttpHeaders, extra: Record<string, string>, drop?: ReadonlySet<string>): string {
+  let lines = '';
   const named = connectionTokens(incoming.connection);
   for (const name in incoming) {
     const value = incoming[name];
-    // `expect: 100-continue` was answered by Node's server already (no 'checkContinue' listener), and
-    // undici refuses the header outright (NotSupportedError): forwarding it turned every
-    // `curl -d @big-file` into a 502.
-    if (value === undefined || name.startsWith(':') || name === 'expect' || HOP_BY_HOP.has(name) || drop?.has(name) || named.has(name)) continue;
-    out[name] = value;
+    // `expect: 100-continue` was answered by Node's server already (no 'checkContinue' listener);
+    // Content-Length is written by the client, with the framing it chose
+    if (value === undefined || name.charCodeAt(0) === 58 || name === 'expect' || name === 'content-length' || HOP_BY_HOP.has(name) || drop?.has(name) || named.has(name)) continue;
+    if (typeof value === 'string') lines += `${name}: ${value}\r\n`;
+    else for (const one of value) lines += `${name}: ${one}\r\n`;
   }
-  return Object.assign(out, extra);
-}
-
-function classify(err: unknown): UpstreamErrorKind {
-  const code = (err as { code?: string }).code ?? '';
-  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError || code === 'UND_ERR_CONNECT_TIMEOUT') return 'timeout';
-  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EHOSTUNREACH' || code === 'EAI_AGAIN') return 'connect';
-  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE') return 'reset';
-  return 'other';
+  for (const name in extra) {
+    const value = extra[name];
+    if (UNSAFE_VALUE.test(value)) throw new HttpError('invalid_request', `The ${name} header would not be valid.`);
+    lines += `${name}: ${value}\r\n`;
+  }
+  return lines;
 }

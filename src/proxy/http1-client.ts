@@ -1,0 +1,676 @@
+// The upstream side of the forwarder: a lean HTTP/1.1 client (RFC 9112). Per upstream origin a
+// keep-alive pool of TCP (or TLS) connections, one exchange at a time on each. The request head goes
+// out as one string; the response head is parsed here and its body (Content-Length, chunked, or up to
+// the close) is streamed into the caller's sink with back-pressure. It exists because a general client
+// (undici) spent most of a proxied request's CPU on work a proxy does not need.
+//
+// Rules it keeps:
+// - a connection is reused only after a complete exchange, with the request body fully sent, no bytes
+//   beyond the response, and no `Connection: close` (HTTP/1.0 needs `keep-alive`); anything else closes it;
+// - idle connections close after the upstream's `Keep-Alive: timeout` hint minus a second (default 4 s),
+//   so a request rarely meets a connection the upstream is closing; when it does (a reused connection
+//   closes before one byte of the answer) a request without a body is retried once on a new connection;
+// - obs-fold, a malformed status line or header, conflicting Content-Length: the answer is refused ('other');
+// - 1xx answers other than 101 are skipped; 101 outside an upgrade is refused;
+// - timeouts: connecting (connectTimeoutMs), and no byte from the upstream for timeoutMs while an
+//   exchange is open (covers the head and every gap in the body).
+import net from 'node:net';
+import tls from 'node:tls';
+import type { Readable } from 'node:stream';
+
+export type UpstreamErrorKind = 'connect' | 'timeout' | 'reset' | 'other';
+
+export class UpstreamError extends Error {
+  readonly kind: UpstreamErrorKind;
+  constructor(kind: UpstreamErrorKind, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.kind = kind;
+  }
+}
+
+/** Where the answer goes: a ServerResponse or an Http2ServerResponse fits. */
+export interface Sink {
+  write(chunk: Buffer): boolean;
+  end(chunk?: Buffer): unknown;
+  once(event: 'drain', listener: () => void): unknown;
+}
+
+export type Headers = Record<string, string | string[]>;
+
+export interface Exchange {
+  /** `METHOD path HTTP/1.1\r\n` + header lines, without Host and without the closing empty line */
+  head: string;
+  method: string;
+  /** streamed with chunked framing unless `bodyLength` is given; null: no body */
+  body: Readable | null;
+  bodyLength?: number;
+  /** called once with the answer's status and headers (names lowercased); may throw to refuse it */
+  onHead(status: number, headers: Headers): Sink;
+  /** the visitor left: abort() ends the exchange without an error (its promise resolves) */
+  signal?: { aborted: boolean };
+}
+
+export interface ClientOptions {
+  timeoutMs: number;
+  connectTimeoutMs: number;
+  /** connections per origin; more requests wait for one to come free */
+  maxConnections: number;
+  /** idle connections are closed after this, or earlier when the upstream's Keep-Alive says so */
+  idleMs?: number;
+}
+
+export interface Http1Client {
+  /** resolves when the answer was written to the sink in full (or the exchange was aborted) */
+  request(origin: string, exchange: Exchange): Call;
+  close(): void;
+}
+
+export interface Call {
+  done: Promise<void>;
+  /** the visitor left: the connection is closed (it cannot be reused mid-answer) */
+  abort(): void;
+  /** true once onHead was called */
+  readonly answered: boolean;
+}
+
+const MAX_HEAD = 64 * 1024;
+const HEAD_END = Buffer.from('\r\n\r\n');
+const DEFAULT_IDLE_MS = 4_000;
+
+// where the parser is in the current answer
+const State = { Head: 0, Fixed: 1, ChunkSize: 2, ChunkData: 3, ChunkEnd: 4, Trailers: 5, UntilClose: 6, Done: 7 } as const;
+type State = typeof State[keyof typeof State];
+
+interface PoolHooks {
+  /** a finished exchange: the connection goes to the next waiting request, the idle list, or away */
+  release(conn: Connection, reusable: boolean): void;
+  /** the connection is gone: its slot comes free */
+  forget(conn: Connection): void;
+}
+
+interface Origin {
+  key: string;
+  host: string;
+  port: number;
+  secure: boolean;
+  servername: string | undefined;
+  hostHeader: string;
+  idle: Connection[];
+  count: number;
+  waiting: Pending[];
+}
+
+export function createHttp1Client(options: ClientOptions): Http1Client {
+  const origins = new Map<string, Origin>();
+  const idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
+  let closed = false;
+
+  const originOf = (key: string): Origin => {
+    let origin = origins.get(key);
+    if (origin === undefined) {
+      const url = new URL(key);
+      const secure = url.protocol === 'https:';
+      const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+      origin = {
+        key,
+        host,
+        port: Number(url.port || (secure ? 443 : 80)),
+        secure,
+        servername: secure && net.isIP(host) === 0 ? host : undefined,
+        hostHeader: url.host,
+        idle: [],
+        count: 0,
+        waiting: [],
+      };
+      origins.set(key, origin);
+    }
+    return origin;
+  };
+
+  const connect = (origin: Origin): Connection => {
+    origin.count += 1;
+    const socket = origin.secure
+      ? tls.connect({ host: origin.host, port: origin.port, servername: origin.servername, ALPNProtocols: ['http/1.1'] })
+      : net.connect({ host: origin.host, port: origin.port });
+    socket.setNoDelay(true);
+    return new Connection(socket, origin, options, idleMs, { release, forget });
+  };
+
+  // a finished exchange hands its connection to the next waiting request, or to the idle list
+  const release = (conn: Connection, reusable: boolean): void => {
+    const origin = conn.origin;
+    if (!reusable || closed) {
+      conn.destroy();
+    } else {
+      const next = origin.waiting.shift();
+      if (next) {
+        next.start(conn);
+        return;
+      }
+      conn.park();
+      origin.idle.push(conn);
+    }
+  };
+
+  const forget = (conn: Connection): void => {
+    const origin = conn.origin;
+    origin.count -= 1;
+    const at = origin.idle.indexOf(conn);
+    if (at !== -1) origin.idle.splice(at, 1);
+    // a slot came free: a waiting request gets a new connection
+    const next = origin.waiting.shift();
+    if (next && !closed) next.start(connect(origin));
+  };
+
+  return {
+    request(originKey, exchange) {
+      const origin = originOf(originKey);
+      const pending = new Pending(exchange, () => connect(origin));
+      const idle = takeIdle(origin);
+      if (idle) pending.start(idle);
+      else if (origin.count < options.maxConnections) pending.start(connect(origin));
+      else {
+        origin.waiting.push(pending);
+        pending.onAbort = () => {
+          const at = origin.waiting.indexOf(pending);
+          if (at !== -1) origin.waiting.splice(at, 1);
+        };
+      }
+      return pending;
+    },
+    close() {
+      closed = true;
+      for (const origin of origins.values()) {
+        for (const conn of origin.idle.splice(0)) conn.destroy();
+      }
+    },
+  };
+}
+
+function takeIdle(origin: Origin): Connection | undefined {
+  // newest first: the connection least likely to have been closed by the upstream meanwhile
+  while (origin.idle.length > 0) {
+    const conn = origin.idle.pop()!;
+    if (conn.usable()) return conn;
+    conn.destroy();
+  }
+  return undefined;
+}
+
+/** One request: waits for a connection, may be retried once on a new one, settles `done`. */
+class Pending implements Call {
+  done: Promise<void>;
+  answered = false;
+  onAbort: (() => void) | undefined;
+  exchange: Exchange;
+  #resolve!: () => void;
+  #reject!: (err: unknown) => void;
+  #conn: Connection | undefined;
+  #fresh: () => Connection;
+  #retried = false;
+  #settled = false;
+
+  constructor(exchange: Exchange, fresh: () => Connection) {
+    this.exchange = exchange;
+    this.#fresh = fresh;
+    this.done = new Promise<void>((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+  }
+
+  start(conn: Connection): void {
+    if (this.#settled) {
+      conn.release(true);
+      return;
+    }
+    this.#conn = conn;
+    conn.begin(this);
+  }
+
+  abort(): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.onAbort?.();
+    this.#conn?.destroy();
+    this.#resolve();
+  }
+
+  /** the connection failed before a byte of the answer: true when the request went again */
+  retry(conn: Connection): boolean {
+    if (this.#retried || this.#settled || !conn.reused || this.exchange.body !== null) return false;
+    this.#retried = true;
+    this.start(this.#fresh());
+    return true;
+  }
+
+  finish(): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#resolve();
+  }
+
+  fail(err: UpstreamError): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#reject(err);
+  }
+
+  get settled(): boolean {
+    return this.#settled;
+  }
+}
+
+class Connection {
+  readonly socket: net.Socket;
+  readonly origin: Origin;
+  /** at least one exchange completed on it */
+  reused = false;
+  #options: ClientOptions;
+  #idleMs: number;
+  #keepAliveMs: number;
+  #hooks: PoolHooks;
+  #connected = false;
+  #gone = false;
+  #call: Pending | undefined;
+  #sink: Sink | undefined;
+  #state: State = State.Done;
+  #pending: Buffer | null = null;
+  #remaining = 0;
+  #keepAlive = true;
+  #bodySent = true;
+  #received = false;
+  #headOnly = false;
+  #paused = false;
+
+  constructor(socket: net.Socket, origin: Origin, options: ClientOptions, idleMs: number, hooks: PoolHooks) {
+    this.socket = socket;
+    this.origin = origin;
+    this.#options = options;
+    this.#idleMs = idleMs;
+    this.#keepAliveMs = idleMs;
+    this.#hooks = hooks;
+    socket.setTimeout(options.connectTimeoutMs);
+    socket.once(origin.secure ? 'secureConnect' : 'connect', () => {
+      this.#connected = true;
+      socket.setTimeout(this.#call ? options.timeoutMs : this.#keepAliveMs);
+    });
+    socket.on('data', (chunk: Buffer) => this.#onData(chunk));
+    socket.on('timeout', () => this.#onTimeout());
+    socket.on('error', (err: NodeJS.ErrnoException) => this.#onClose(err));
+    socket.on('end', () => this.#onEnd());
+    socket.on('close', () => this.#onClose(undefined));
+  }
+
+  usable(): boolean {
+    return !this.#gone && !this.socket.destroyed && this.socket.writable;
+  }
+
+  /** idle in the pool: closed after the keep-alive time, and never what keeps the process alive */
+  park(): void {
+    this.socket.setTimeout(this.#keepAliveMs);
+    this.socket.unref();
+  }
+
+  release(reusable: boolean): void {
+    this.#hooks.release(this, reusable);
+  }
+
+  destroy(): void {
+    if (this.#gone) return;
+    this.#gone = true;
+    this.socket.destroy();
+    this.#hooks.forget(this);
+  }
+
+  begin(call: Pending): void {
+    const { exchange } = call;
+    this.#call = call;
+    this.#sink = undefined;
+    this.#state = State.Head;
+    this.#pending = null;
+    this.#keepAlive = true;
+    this.#received = false;
+    this.#headOnly = exchange.method === 'HEAD';
+    const socket = this.socket;
+    if (this.reused) socket.ref();
+    if (this.#connected) socket.setTimeout(this.#options.timeoutMs);
+    const framing = exchange.body === null ? '' : exchange.bodyLength === undefined ? 'transfer-encoding: chunked\r\n' : `content-length: ${exchange.bodyLength}\r\n`;
+    socket.write(`${exchange.head}host: ${this.origin.hostHeader}\r\n${framing}\r\n`, 'latin1');
+    if (exchange.body === null) {
+      this.#bodySent = true;
+      return;
+    }
+    this.#bodySent = false;
+    this.#sendBody(exchange.body, exchange.bodyLength === undefined);
+  }
+
+  #sendBody(body: Readable, chunked: boolean): void {
+    const socket = this.socket;
+    const call = this.#call!;
+    const onData = (chunk: Buffer) => {
+      if (call.settled || this.#gone) return;
+      let ok: boolean;
+      if (chunked) {
+        if (chunk.length === 0) return;
+        socket.cork();
+        socket.write(`${chunk.length.toString(16)}\r\n`, 'latin1');
+        socket.write(chunk);
+        ok = socket.write('\r\n', 'latin1');
+        socket.uncork();
+      } else {
+        ok = socket.write(chunk);
+      }
+      if (!ok) {
+        body.pause();
+        socket.once('drain', () => body.resume());
+      }
+    };
+    const onEnd = () => {
+      cleanup();
+      if (call.settled || this.#gone) return;
+      if (chunked) socket.write('0\r\n\r\n', 'latin1');
+      this.#bodySent = true;
+    };
+    const cleanup = () => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+    };
+    body.on('data', onData);
+    body.on('end', onEnd);
+  }
+
+  #onTimeout(): void {
+    if (!this.#call) {
+      this.destroy();
+      return;
+    }
+    this.#fail(new UpstreamError('timeout', this.#connected ? `the upstream sent nothing for ${this.#options.timeoutMs} ms` : 'connecting to the upstream timed out'));
+  }
+
+  #onEnd(): void {
+    if (this.#state === State.UntilClose) {
+      this.#state = State.Done;
+      this.#keepAlive = false;
+      this.#complete();
+      return;
+    }
+    if (this.#call) this.#fail(new UpstreamError('reset', 'the upstream closed the connection before the answer was complete'));
+    else this.destroy();
+  }
+
+  #onClose(err: NodeJS.ErrnoException | undefined): void {
+    if (this.#call) {
+      if (this.#state === State.UntilClose && err === undefined) {
+        this.#onEnd();
+        return;
+      }
+      this.#fail(classify(err, this.#connected));
+    }
+    this.destroy();
+  }
+
+  #fail(err: UpstreamError): void {
+    const call = this.#call;
+    this.#call = undefined;
+    this.#sink = undefined;
+    this.destroy();
+    if (!call || call.settled) return;
+    if (!this.#received && call.retry(this)) return;
+    call.fail(err);
+  }
+
+  #onData(chunk: Buffer): void {
+    const call = this.#call;
+    if (!call) {
+      // bytes nobody asked for: this connection's framing can no longer be trusted
+      this.destroy();
+      return;
+    }
+    this.#received = true;
+    if (call.settled) {
+      this.destroy();
+      return;
+    }
+    try {
+      this.#parse(chunk, call);
+    } catch (err) {
+      this.#fail(err instanceof UpstreamError ? err : new UpstreamError('other', (err as Error).message, { cause: err }));
+    }
+  }
+
+  #parse(chunk: Buffer, call: Pending): void {
+    let data = chunk;
+    while (data.length > 0 || this.#state === State.Done) {
+      switch (this.#state) {
+        case State.Head: {
+          if (this.#pending) {
+            data = Buffer.concat([this.#pending, data]);
+            this.#pending = null;
+          }
+          const end = data.indexOf(HEAD_END);
+          if (end === -1) {
+            if (data.length > MAX_HEAD) throw new UpstreamError('other', 'the upstream answer head is too large');
+            this.#pending = data;
+            return;
+          }
+          if (end > MAX_HEAD) throw new UpstreamError('other', 'the upstream answer head is too large');
+          const head = data.toString('latin1', 0, end);
+          data = data.subarray(end + 4);
+          this.#onHead(head, call);
+          if ((this.#state as State) === State.Done) {
+            // no body (HEAD, 204, 304, Content-Length: 0): anything after the head is a framing error
+            if (data.length > 0) this.#keepAlive = false;
+            this.#finish(undefined);
+            return;
+          }
+          break;
+        }
+        case State.Fixed: {
+          const n = this.#remaining;
+          if (data.length < n) {
+            this.#remaining -= data.length;
+            this.#write(data);
+            return;
+          }
+          this.#state = State.Done;
+          if (data.length > n) this.#keepAlive = false;
+          this.#finish(data.length === n ? data : data.subarray(0, n));
+          return;
+        }
+        case State.ChunkSize: {
+          const nl = data.indexOf(10);
+          if (nl === -1) {
+            this.#stash(data);
+            return;
+          }
+          const line = this.#take(data, nl);
+          data = data.subarray(nl + 1);
+          const semi = line.indexOf(';');
+          const hex = (semi === -1 ? line : line.slice(0, semi)).trim();
+          if (!/^[0-9a-fA-F]{1,12}$/.test(hex)) throw new UpstreamError('other', 'the upstream sent a malformed chunk size');
+          this.#remaining = parseInt(hex, 16);
+          this.#state = this.#remaining === 0 ? State.Trailers : State.ChunkData;
+          break;
+        }
+        case State.ChunkData: {
+          const n = this.#remaining;
+          if (data.length <= n) {
+            this.#remaining -= data.length;
+            if (this.#remaining === 0) this.#state = State.ChunkEnd;
+            this.#write(data);
+            return;
+          }
+          this.#write(data.subarray(0, n));
+          data = data.subarray(n);
+          this.#remaining = 0;
+          this.#state = State.ChunkEnd;
+          break;
+        }
+        case State.ChunkEnd: {
+          // the CRLF after a chunk's data (it may arrive split)
+          const nl = data.indexOf(10);
+          if (nl === -1) {
+            this.#stash(data);
+            return;
+          }
+          const rest = this.#take(data, nl);
+          if (rest !== '' && rest !== '\r') throw new UpstreamError('other', 'the upstream sent a malformed chunk');
+          data = data.subarray(nl + 1);
+          this.#state = State.ChunkSize;
+          break;
+        }
+        case State.Trailers: {
+          // trailer fields are dropped (a proxy may); the section ends with an empty line
+          const nl = data.indexOf(10);
+          if (nl === -1) {
+            this.#stash(data);
+            return;
+          }
+          const line = this.#take(data, nl);
+          data = data.subarray(nl + 1);
+          if (line === '' || line === '\r') {
+            this.#state = State.Done;
+            if (data.length > 0) this.#keepAlive = false;
+            this.#finish(undefined);
+            return;
+          }
+          break;
+        }
+        case State.UntilClose:
+          this.#write(data);
+          return;
+        case State.Done:
+          if (data.length > 0) this.destroy();
+          return;
+      }
+    }
+  }
+
+  #stash(data: Buffer): void {
+    this.#pending = this.#pending ? Buffer.concat([this.#pending, data]) : data;
+    if (this.#pending.length > 4096) throw new UpstreamError('other', 'the upstream sent a malformed chunked body');
+  }
+
+  /** the line up to `nl` (exclusive), with whatever was stashed before it */
+  #take(data: Buffer, nl: number): string {
+    const line = data.toString('latin1', 0, nl);
+    if (!this.#pending) return line;
+    const whole = this.#pending.toString('latin1') + line;
+    this.#pending = null;
+    return whole;
+  }
+
+  #onHead(head: string, call: Pending): void {
+    const lineEnd = head.indexOf('\r\n');
+    const statusLine = lineEnd === -1 ? head : head.slice(0, lineEnd);
+    if (statusLine.length < 12 || !statusLine.startsWith('HTTP/1.') || statusLine.charCodeAt(8) !== 32 || (statusLine.length > 12 && statusLine.charCodeAt(12) !== 32)) {
+      throw new UpstreamError('other', 'the upstream did not answer with HTTP/1.x');
+    }
+    const minor = statusLine.charCodeAt(7) - 48;
+    const status = Number(statusLine.slice(9, 12));
+    if ((minor !== 0 && minor !== 1) || !Number.isInteger(status) || status < 100) throw new UpstreamError('other', 'the upstream sent a malformed status line');
+    const headers: Headers = Object.create(null) as Headers;
+    let contentLength = -1;
+    let chunked = false;
+    let encoded = false;
+    let connection = '';
+    let keepAliveHint = '';
+    let at = lineEnd === -1 ? head.length : lineEnd + 2;
+    while (at < head.length) {
+      let next = head.indexOf('\r\n', at);
+      if (next === -1) next = head.length;
+      const first = head.charCodeAt(at);
+      if (first === 32 || first === 9) throw new UpstreamError('other', 'the upstream used obsolete line folding');
+      const colon = head.indexOf(':', at);
+      if (colon === -1 || colon >= next || colon === at) throw new UpstreamError('other', 'the upstream sent a malformed header');
+      const name = head.slice(at, colon).toLowerCase();
+      const value = head.slice(colon + 1, next).trim();
+      at = next + 2;
+      const prior = headers[name];
+      if (prior === undefined) headers[name] = value;
+      else if (typeof prior === 'string') headers[name] = [prior, value];
+      else prior.push(value);
+      if (name === 'content-length') {
+        const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
+        if (Number.isNaN(n) || (contentLength !== -1 && contentLength !== n)) throw new UpstreamError('other', 'the upstream sent an invalid Content-Length');
+        contentLength = n;
+      } else if (name === 'transfer-encoding') {
+        encoded = true;
+        chunked = /(?:^|,)\s*chunked\s*$/i.test(value);
+      } else if (name === 'connection') {
+        connection += `${value.toLowerCase()},`;
+      } else if (name === 'keep-alive') {
+        keepAliveHint = value;
+      }
+    }
+    if (status < 200) {
+      if (status === 101) throw new UpstreamError('other', 'the upstream switched protocols without an upgrade');
+      // 100 Continue, 103 Early Hints …: the final answer follows on the same connection
+      return;
+    }
+    this.#keepAlive = minor === 1 ? !/(?:^|[\s,])close\s*,/.test(connection) : /(?:^|[\s,])keep-alive\s*,/.test(connection);
+    if (keepAliveHint) {
+      const m = /timeout\s*=\s*(\d+)/i.exec(keepAliveHint);
+      if (m) this.#keepAliveMs = Math.max(0, Math.min(this.#idleMs, Number(m[1]) * 1000 - 1000));
+    }
+    if (this.#headOnly || status === 204 || status === 304) {
+      this.#state = State.Done;
+    } else if (encoded) {
+      // Transfer-Encoding wins over Content-Length; the pair smells of smuggling, so no reuse (RFC 9112 §6.3)
+      if (contentLength !== -1) this.#keepAlive = false;
+      this.#state = chunked ? State.ChunkSize : State.UntilClose;
+      if (!chunked) this.#keepAlive = false;
+    } else if (contentLength !== -1) {
+      this.#remaining = contentLength;
+      this.#state = contentLength === 0 ? State.Done : State.Fixed;
+    } else {
+      this.#state = State.UntilClose;
+      this.#keepAlive = false;
+    }
+    call.answered = true;
+    this.#sink = call.exchange.onHead(status, headers);
+  }
+
+  #write(data: Buffer): void {
+    if (data.length === 0) return;
+    const sink = this.#sink!;
+    if (!sink.write(data) && !this.#paused) {
+      this.#paused = true;
+      this.socket.pause();
+      sink.once('drain', () => {
+        this.#paused = false;
+        if (!this.#gone) this.socket.resume();
+      });
+    }
+  }
+
+  #finish(last: Buffer | undefined): void {
+    const sink = this.#sink!;
+    if (last !== undefined && last.length > 0) sink.end(last);
+    else sink.end();
+    // an answer before the whole request body went up (an early 413): the connection cannot be reused
+    if (!this.#bodySent) this.#keepAlive = false;
+    this.#complete();
+  }
+
+  #complete(): void {
+    const call = this.#call!;
+    this.#call = undefined;
+    this.#sink = undefined;
+    const reusable = this.#keepAlive && this.#pending === null && !this.#gone;
+    this.reused = true;
+    call.finish();
+    this.#hooks.release(this, reusable);
+  }
+}
+
+function classify(err: NodeJS.ErrnoException | undefined, connected: boolean): UpstreamError {
+  const code = err?.code ?? '';
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EHOSTUNREACH' || code === 'EAI_AGAIN' || code === 'ENETUNREACH') {
+    return new UpstreamError('connect', `the upstream could not be reached (${code})`, { cause: err });
+  }
+  if (!connected && err && !code.startsWith('ECONN')) return new UpstreamError('connect', `connecting to the upstream failed: ${err.message}`, { cause: err });
+  if (code === 'ECONNRESET' || code === 'EPIPE' || err === undefined) return new UpstreamError('reset', 'the upstream closed the connection before the answer was complete', { cause: err });
+  return new UpstreamError('other', err.message, { cause: err });
+}
