@@ -7,12 +7,12 @@ export type { Logger };
 const REDACT = ['key', '*.key', 'authorization', '*.authorization', 'headers.authorization', 'token', '*.token'];
 
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
-  // buffered: one write per 4 KiB instead of one per line (the access log is the bulk of it), and
+  // buffered: one write per ~16 KB instead of one per line (the access log is the bulk of it), and
   // at least every 250 ms so a quiet server's lines still show up at once; flushed on shutdown, so
   // only a crash can lose the last moment of lines
   let stream = destination;
   if (!stream) {
-    const buffered = pino.destination({ sync: false, minLength: 4096 });
+    const buffered = pino.destination({ sync: false, minLength: 16_000 });
     setInterval(() => {
       try {
         buffered.flush();
@@ -25,12 +25,31 @@ export function createLogger(level: string, destination?: NodeJS.WritableStream)
   return pino({ level, base: { pid: process.pid }, redact: { paths: REDACT, censor: '[redacted]' } }, stream);
 }
 
+/** One access log line's fields; undefined ones are left out, as pino does. */
+export interface AccessEntry {
+  method: string | undefined;
+  hostname: string;
+  path: string;
+  route: string;
+  status: number;
+  durationMs: number;
+  clientIp: string;
+  protocol: string;
+  accountId: string | undefined;
+}
+
 /**
- * The access log: same destination and level, no redaction pass — its lines are assembled from
- * named fields (method, hostname, route, status …) that never hold a secret, and redaction was a
- * measurable share of the cost of a request.
+ * The access log: one pino-shaped JSON line per answer (`level`, `time`, `pid`, the fields, `msg`
+ * "request"), written to the logger's own destination. It is assembled here rather than by pino: the
+ * fields are named and typed (none holds a secret, so there is nothing to redact) and pino's generic
+ * serialisation was a measurable share of a proxied request. Null when the level hides info lines.
  */
-export function accessLogger(log: Logger): Logger {
+export function accessLogger(log: Logger): ((entry: AccessEntry) => void) | null {
+  if (!log.isLevelEnabled('info')) return null;
   const stream = (log as unknown as Record<symbol, NodeJS.WritableStream>)[pino.symbols.streamSym];
-  return pino({ level: log.level, base: { pid: process.pid } }, stream);
+  const prefix = `{"level":30,"time":`;
+  const pid = `,"pid":${process.pid}`;
+  return (e) => {
+    stream.write(`${prefix}${Date.now()}${pid}${e.method === undefined ? '' : `,"method":${JSON.stringify(e.method)}`},"hostname":${JSON.stringify(e.hostname)},"path":${JSON.stringify(e.path)},"route":"${e.route}","status":${e.status},"durationMs":${e.durationMs},"clientIp":${JSON.stringify(e.clientIp)},"protocol":${JSON.stringify(e.protocol)}${e.accountId === undefined ? '' : `,"accountId":${JSON.stringify(e.accountId)}`},"msg":"request"}\n`);
+  };
 }

@@ -44,6 +44,7 @@ export type Handler = (req: Request, res: Response) => void;
 export function createEdgeHandler(deps: EdgeDeps): Handler {
   const { routes, metrics, log, trust } = deps;
   const access = accessLogger(log);
+  const recordAnswer = answerMetrics(metrics);
   const port = deps.publicHttpsPort === 443 ? '' : `:${deps.publicHttpsPort}`;
   // Host header → hostname: the same few values arrive again and again
   const hostnames = new Map<string, string>();
@@ -69,20 +70,19 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
     const outcome: ApiOutcome = {};
 
     res.once('finish', () => {
-      const seconds = (performance.now() - started) / 1000;
-      metrics.httpRequests.inc({ route: routeLabel, method: methodLabel(req.method), status: res.statusCode });
-      metrics.httpDuration.observe({ route: routeLabel }, seconds);
-      access.info({
+      const ms = performance.now() - started;
+      recordAnswer(routeLabel, req.method, res.statusCode, ms / 1000);
+      access?.({
         method: req.method,
         hostname,
         path,
         route: routeLabel,
         status: res.statusCode,
-        durationMs: Math.round(seconds * 10_000) / 10,
+        durationMs: Math.round(ms * 10) / 10,
         clientIp: ip,
         protocol: req.httpVersion,
         accountId: outcome.accountId,
-      }, 'request');
+      });
     });
 
     if (misdirected(socket, hostname)) {
@@ -167,6 +167,26 @@ export function fail(res: Response, err: unknown, log: Logger): void {
     log.error({ err }, 'request failed');
     sendError(res, 'internal_error');
   }
+}
+
+/**
+ * Counts an answer and observes its duration through label children fetched once per label set
+ * (route × method × status stays small: a few routes, eight method labels, the statuses in use),
+ * instead of prom-client hashing the label object on every request.
+ */
+function answerMetrics(metrics: Metrics): (route: RouteLabel, method: string | undefined, status: number, seconds: number) => void {
+  const counters = new Map<string, { inc(): void }>();
+  const durations = new Map<string, { observe(value: number): void }>();
+  return (route, method, status, seconds) => {
+    const methodName = methodLabel(method);
+    const key = `${route} ${methodName} ${status}`;
+    let counter = counters.get(key);
+    if (counter === undefined) counters.set(key, (counter = metrics.httpRequests.labels(route, methodName, String(status))));
+    counter.inc();
+    let duration = durations.get(route);
+    if (duration === undefined) durations.set(route, (duration = metrics.httpDuration.labels(route)));
+    duration.observe(seconds);
+  };
 }
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);

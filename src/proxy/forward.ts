@@ -58,11 +58,15 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
         method,
         body: hasBody && bodyLength !== 0 ? (req as unknown as Readable) : null,
         bodyLength,
-        onHead(statusCode, upstreamHeaders) {
+        onHead(statusCode, fields, connection) {
           res.statusCode = statusCode;
-          const named = connectionTokens(upstreamHeaders.connection);
-          for (const name in upstreamHeaders) {
-            if (!HOP_BY_HOP.has(name) && !named.has(name)) res.setHeader(name, upstreamHeaders[name]);
+          const named = connection === '' ? NO_TOKENS : connectionTokens(connection);
+          for (let i = 0; i < fields.length; i += 2) {
+            const name = fields[i];
+            if (HOP_BY_HOP.has(name) || named.has(name)) continue;
+            // a repeated field (Set-Cookie …) is appended; a first one replaces what Portico set (HSTS)
+            if (repeated(fields, i)) res.appendHeader(name, fields[i + 1]);
+            else res.setHeader(name, fields[i + 1]);
           }
           return res as unknown as Sink;
         },
@@ -89,6 +93,13 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
     },
     close: async () => client.close(),
   };
+}
+
+/** the field at `i` came earlier in the list too */
+function repeated(fields: string[], i: number): boolean {
+  const name = fields[i];
+  for (let j = 0; j < i; j += 2) if (fields[j] === name) return true;
+  return false;
 }
 
 // origin-form as targetOf() builds it: no whitespace or control character may reach the request line

@@ -7,9 +7,10 @@
 // Rules it keeps:
 // - a connection is reused only after a complete exchange, with the request body fully sent, no bytes
 //   beyond the response, and no `Connection: close` (HTTP/1.0 needs `keep-alive`); anything else closes it;
-// - idle connections close after the upstream's `Keep-Alive: timeout` hint minus a second (default 4 s),
-//   so a request rarely meets a connection the upstream is closing; when it does (a reused connection
-//   closes before one byte of the answer) a request without a body is retried once on a new connection;
+// - an idle connection is not reused past the upstream's `Keep-Alive: timeout` hint minus a second
+//   (default 4 s; one never taken again closes after timeoutMs), so a request rarely meets a connection
+//   the upstream is closing; when it does (a reused connection closes before one byte of the answer)
+//   a request without a body is retried once on a new connection;
 // - obs-fold, a malformed status line or header, conflicting Content-Length: the answer is refused ('other');
 // - 1xx answers other than 101 are skipped; 101 outside an upgrade is refused;
 // - timeouts: connecting (connectTimeoutMs), and no byte from the upstream for timeoutMs while an
@@ -35,7 +36,8 @@ export interface Sink {
   once(event: 'drain', listener: () => void): unknown;
 }
 
-export type Headers = Record<string, string | string[]>;
+/** header fields in arrival order as [name, value, name, value …], names lowercased */
+export type HeaderList = string[];
 
 export interface Exchange {
   /** `METHOD path HTTP/1.1\r\n` + header lines, without Host and without the closing empty line */
@@ -44,8 +46,11 @@ export interface Exchange {
   /** streamed with chunked framing unless `bodyLength` is given; null: no body */
   body: Readable | null;
   bodyLength?: number;
-  /** called once with the answer's status and headers (names lowercased); may throw to refuse it */
-  onHead(status: number, headers: Headers): Sink;
+  /**
+   * called once with the answer's status, its header fields, and the Connection header's tokens
+   * (lowercased, comma-separated, '' when there is none); may throw to refuse the answer
+   */
+  onHead(status: number, headers: HeaderList, connection: string): Sink;
   /** the visitor left: abort() ends the exchange without an error (its promise resolves) */
   signal?: { aborted: boolean };
 }
@@ -282,6 +287,7 @@ class Connection {
   #received = false;
   #headOnly = false;
   #paused = false;
+  #parkedAt = 0;
 
   constructor(socket: net.Socket, origin: Origin, options: ClientOptions, idleMs: number, hooks: PoolHooks) {
     this.socket = socket;
@@ -293,7 +299,9 @@ class Connection {
     socket.setTimeout(options.connectTimeoutMs);
     socket.once(origin.secure ? 'secureConnect' : 'connect', () => {
       this.#connected = true;
-      socket.setTimeout(this.#call ? options.timeoutMs : this.#keepAliveMs);
+      // one inactivity timer for the connection's life: an exchange fails after timeoutMs without a
+      // byte; an idle connection closes then too, and is not taken past its keep-alive time (usable())
+      socket.setTimeout(options.timeoutMs);
     });
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('timeout', () => this.#onTimeout());
@@ -303,12 +311,12 @@ class Connection {
   }
 
   usable(): boolean {
-    return !this.#gone && !this.socket.destroyed && this.socket.writable;
+    return !this.#gone && !this.socket.destroyed && this.socket.writable && performance.now() - this.#parkedAt < this.#keepAliveMs;
   }
 
-  /** idle in the pool: closed after the keep-alive time, and never what keeps the process alive */
+  /** idle in the pool: never what keeps the process alive */
   park(): void {
-    this.socket.setTimeout(this.#keepAliveMs);
+    this.#parkedAt = performance.now();
     this.socket.unref();
   }
 
@@ -334,7 +342,6 @@ class Connection {
     this.#headOnly = exchange.method === 'HEAD';
     const socket = this.socket;
     if (this.reused) socket.ref();
-    if (this.#connected) socket.setTimeout(this.#options.timeoutMs);
     const framing = exchange.body === null ? '' : exchange.bodyLength === undefined ? 'transfer-encoding: chunked\r\n' : `content-length: ${exchange.bodyLength}\r\n`;
     socket.write(`${exchange.head}host: ${this.origin.hostHeader}\r\n${framing}\r\n`, 'latin1');
     if (exchange.body === null) {
@@ -570,7 +577,7 @@ class Connection {
     const minor = statusLine.charCodeAt(7) - 48;
     const status = Number(statusLine.slice(9, 12));
     if ((minor !== 0 && minor !== 1) || !Number.isInteger(status) || status < 100) throw new UpstreamError('other', 'the upstream sent a malformed status line');
-    const headers: Headers = Object.create(null) as Headers;
+    const headers: HeaderList = [];
     let contentLength = -1;
     let chunked = false;
     let encoded = false;
@@ -584,13 +591,11 @@ class Connection {
       if (first === 32 || first === 9) throw new UpstreamError('other', 'the upstream used obsolete line folding');
       const colon = head.indexOf(':', at);
       if (colon === -1 || colon >= next || colon === at) throw new UpstreamError('other', 'the upstream sent a malformed header');
-      const name = head.slice(at, colon).toLowerCase();
+      const name = lowerName(head.slice(at, colon));
       const value = head.slice(colon + 1, next).trim();
       at = next + 2;
-      const prior = headers[name];
-      if (prior === undefined) headers[name] = value;
-      else if (typeof prior === 'string') headers[name] = [prior, value];
-      else prior.push(value);
+      headers.push(name, value);
+      if (name.length < 10 || name.length > 17) continue;
       if (name === 'content-length') {
         const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
         if (Number.isNaN(n) || (contentLength !== -1 && contentLength !== n)) throw new UpstreamError('other', 'the upstream sent an invalid Content-Length');
@@ -629,7 +634,7 @@ class Connection {
       this.#keepAlive = false;
     }
     call.answered = true;
-    this.#sink = call.exchange.onHead(status, headers);
+    this.#sink = call.exchange.onHead(status, headers, connection);
   }
 
   #write(data: Buffer): void {
@@ -663,6 +668,18 @@ class Connection {
     call.finish();
     this.#hooks.release(this, reusable);
   }
+}
+
+// header names as the upstream spelled them → lowercased: the same few arrive again and again
+const lowerNames = new Map<string, string>();
+function lowerName(name: string): string {
+  let lower = lowerNames.get(name);
+  if (lower === undefined) {
+    lower = name.toLowerCase();
+    if (lowerNames.size >= 2_000) lowerNames.clear();
+    lowerNames.set(name, lower);
+  }
+  return lower;
 }
 
 function classify(err: NodeJS.ErrnoException | undefined, connected: boolean): UpstreamError {
