@@ -1,4 +1,4 @@
-// A project's traffic to its upstream (DESIGN §3 item 5): plain requests through the undici
+// A project's traffic to its upstream (DESIGN §3 item 5): plain requests through the
 // forwarder (keep-alive pool, streaming both ways, client abort cancels), WebSocket upgrades through
 // http-proxy-3 (http-proxy 1.x leaks an upstream socket per aborted client; TOOLCHAIN.md).
 //
