@@ -14,7 +14,8 @@
 // - obs-fold, a malformed status line or header, conflicting Content-Length: the answer is refused ('other');
 // - 1xx answers other than 101 are skipped; 101 outside an upgrade is refused;
 // - timeouts: connecting (connectTimeoutMs), and no byte from the upstream for timeoutMs while an
-//   exchange is open (covers the head and every gap in the body).
+//   exchange is open (covers the head and every gap in the body; not while a full sink holds the
+//   connection paused: then the wait is the visitor's).
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Readable } from 'node:stream';
@@ -162,9 +163,10 @@ export function createHttp1Client(options: ClientOptions): Http1Client {
     origin.count -= 1;
     const at = origin.idle.indexOf(conn);
     if (at !== -1) origin.idle.splice(at, 1);
-    // a slot came free: a waiting request gets a new connection
+    // a slot came free: a waiting request gets a new connection (unless a retry took the slot)
+    if (closed || origin.count >= options.maxConnections) return;
     const next = origin.waiting.shift();
-    if (next && !closed) next.start(connect(origin));
+    if (next) next.start(connect(origin));
   };
 
   return {
@@ -399,7 +401,7 @@ class Connection {
     if (this.#state === State.UntilClose) {
       this.#state = State.Done;
       this.#keepAlive = false;
-      this.#complete();
+      this.#finish(undefined);
       return;
     }
     if (this.#call) this.#fail(new UpstreamError('reset', 'the upstream closed the connection before the answer was complete'));
@@ -421,9 +423,11 @@ class Connection {
     const call = this.#call;
     this.#call = undefined;
     this.#sink = undefined;
+    // the retry connects before this connection lets go of its slot, so it takes the slot rather
+    // than a waiting request (which would put the origin one over maxConnections)
+    const retried = call !== undefined && !call.settled && !this.#received && call.retry(this);
     this.destroy();
-    if (!call || call.settled) return;
-    if (!this.#received && call.retry(this)) return;
+    if (!call || call.settled || retried) return;
     call.fail(err);
   }
 
@@ -641,13 +645,24 @@ class Connection {
     if (data.length === 0) return;
     const sink = this.#sink!;
     if (!sink.write(data) && !this.#paused) {
+      // while the sink is full the upstream is not silent, the visitor is slow: the inactivity timer
+      // stops too (the visitor's side has its own timeouts)
       this.#paused = true;
       this.socket.pause();
+      this.socket.setTimeout(0);
       sink.once('drain', () => {
-        this.#paused = false;
-        if (!this.#gone) this.socket.resume();
+        // a finished answer's sink: #complete resumed the connection already
+        if (this.#sink === sink) this.#resume();
       });
     }
+  }
+
+  #resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    if (this.#gone) return;
+    this.socket.setTimeout(this.#options.timeoutMs);
+    this.socket.resume();
   }
 
   #finish(last: Buffer | undefined): void {
@@ -663,6 +678,9 @@ class Connection {
     const call = this.#call!;
     this.#call = undefined;
     this.#sink = undefined;
+    // the answer is read: a sink still full (its visitor may have left, and 'drain' never come) no
+    // longer holds the connection, which must read again (its close, the next answer)
+    this.#resume();
     const reusable = this.#keepAlive && this.#pending === null && !this.#gone;
     this.reused = true;
     call.finish();

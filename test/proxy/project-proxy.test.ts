@@ -190,7 +190,7 @@ t.test('HTTP/1.1 response hop-by-hop headers stay on the upstream hop', async (t
   t.notMatch(String(answer.headers.connection), /x-upstream-hop/i);
 });
 
-t.test('a POST with Expect: 100-continue is forwarded without the Expect header (Node's server answered it already)', async (t) => {
+t.test('a POST with Expect: 100-continue is forwarded without the Expect header (Node\'s server answered it already)', async (t) => {
   const answer = await h1('/echo', { method: 'POST', headers: { expect: '100-continue', 'content-type': 'text/plain' }, body: 'hello' });
   t.equal(answer.status, 200);
   t.equal(echoed(answer).body, 'hello');
