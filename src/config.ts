@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import net from 'node:net';
-import { parse as parseYaml } from 'yaml';
+import { createRequire } from 'node:module';
 import type { Limit } from './ratelimit/limiter.ts';
 import { Reader, isObject } from './config-reader.ts';
 
@@ -91,6 +91,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.c
     throw new ConfigError([`cannot read ${configFile}: ${(err as Error).message}`]);
   }
   return parseConfig(text, configFile, env, cwd);
+}
+
+// yaml loads with the first file parsed, not with this module: the CLI's admin commands only need
+// cliSettings(), and it is the same module (CommonJS) that `import` would load
+let yaml: typeof import('yaml') | undefined;
+function parseYaml(text: string): unknown {
+  yaml ??= createRequire(import.meta.url)('yaml') as typeof import('yaml');
+  return yaml.parse(text);
 }
 
 export function parseConfig(text: string, configFile: string, env: NodeJS.ProcessEnv, cwd: string): Config {

@@ -6,7 +6,6 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync, renameSync } from '
 import { webcrypto, randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { isIP } from 'node:net';
-import * as x509 from '@peculiar/x509';
 
 export interface KeyPair {
   cert: string;
@@ -34,6 +33,9 @@ export async function ensureFallbackCertificate(certsDir: string, extraNames: re
 
 /** ECDSA P-256 self-signed certificate for `names` (the first is the subject). */
 export async function selfSigned(names: string[], days: number): Promise<KeyPair> {
+  // loaded only to make a certificate (@peculiar/x509 and its ASN.1 packages take ~0.25 s to load):
+  // a start with the files already in place never needs it
+  const x509 = await import('@peculiar/x509');
   x509.cryptoProvider.set(webcrypto as never);
   const algorithm = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
   const keys = (await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;

@@ -1,5 +1,8 @@
 #!/usr/bin/env node
 // `portico` — runs the server (`serve`) and is a client of the admin API for everything else.
+// The compile cache comes first, before any module worth caching is compiled; the server's own
+// modules load through import() in `serve`, so admin commands start without them.
+import './compile-cache.ts';
 import { parseArgs } from 'node:util';
 import { adminRequest, AdminError } from './admin-client.ts';
 

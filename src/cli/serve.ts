@@ -7,6 +7,7 @@ import { ConfigError, loadConfig, type Config } from '../config.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { loadOrCreateToken } from '../admin/token.ts';
 import { ensureFallbackCertificate } from '../certs/fallback.ts';
+import { persistCompileCache } from './compile-cache.ts';
 
 const METRICS_REQUEST = 'portico:metrics-request';
 const METRICS_RESPONSE = 'portico:metrics-response';
@@ -49,6 +50,9 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
     console.error(`portico: ${(err as Error).message}`);
     process.exit(1);
   }
+  // everything a start needs is compiled by now: written a moment later (after the first
+  // handshakes, which a cold write would delay), so the next start finds it even if this one is killed
+  setTimeout(persistCompileCache, 1_000).unref();
   if (cluster.isWorker) await joinClusterMetrics(running.metrics);
   const stop = (signal: string) => {
     log.info({ signal }, 'stopping: no new connections, finishing requests in flight');

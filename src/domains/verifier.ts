@@ -3,7 +3,7 @@
 // stable code and a message that says what to do. The resolver is injected; this never runs inside
 // a TLS handshake.
 import { Resolver as DnsResolver } from 'node:dns/promises';
-import { getPublicSuffix } from 'tldts';
+import { publicSuffixList } from './hostname-rules.ts';
 
 export interface CaaRecord {
   critical: number;
@@ -176,7 +176,7 @@ async function checkApex(hostname: string, target: string, resolver: Resolver): 
 // the root (we stop below the public suffix; registries do not publish CAA for their customers).
 // §4.2–4.3: a set with `issue` properties allows only the CAs named there; `issue ";"` allows none.
 async function checkCaa(hostname: string, identities: readonly string[], resolver: Resolver): Promise<Diagnostic[]> {
-  const suffix = getPublicSuffix(hostname, { allowPrivateDomains: false }) ?? '';
+  const suffix = publicSuffixList().getPublicSuffix(hostname, { allowPrivateDomains: false }) ?? '';
   for (let name = hostname; name !== suffix && name.includes('.'); name = name.slice(name.indexOf('.') + 1)) {
     const answer = await query('CAA', name, () => resolver.resolveCaa(name));
     if ('error' in answer) return [answer.error];

@@ -1,0 +1,88 @@
+// Start-up: the compile cache (src/cli/compile-cache.ts) is used when it can be and never stops a
+// start when it cannot, and a start loads only what serving needs (no Redis client in embedded
+// mode, no certificate generator once the fallback certificate exists).
+import t from 'tap';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import tls from 'node:tls';
+import { compileCacheDir, makeDirectory } from '../../src/cli/compile-cache.ts';
+import { spawnPortico, tempDir, cleanup, type Child } from '../helpers/portico.ts';
+
+t.test('the cache directory: the setting, off, or node_modules/.cache/portico of the install', async (t) => {
+  const root = tempDir('install');
+  t.teardown(() => cleanup(root));
+  t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: 'off' }, root), null);
+  t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: '0' }, root), null);
+  t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: '/var/cache/portico' }, root), '/var/cache/portico');
+  t.equal(compileCacheDir({}, root), null, 'no node_modules beside the code: no default');
+  makeDirectory(path.join(root, 'node_modules'));
+  t.equal(compileCacheDir({}, root), path.join(root, 'node_modules/.cache/portico'));
+  const dependency = path.join(root, 'app/node_modules/portico');
+  t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: '' }, dependency), path.join(root, 'app/node_modules/.cache/portico'), 'installed as a dependency');
+});
+
+t.test('makeDirectory creates what is missing and refuses what cannot be a directory', async (t) => {
+  const dir = tempDir('mkdir');
+  t.teardown(() => cleanup(dir));
+  t.ok(makeDirectory(path.join(dir, 'a/b/c')));
+  t.ok(existsSync(path.join(dir, 'a/b/c')));
+  t.ok(makeDirectory(path.join(dir, 'a/b/c')), 'already there');
+  writeFileSync(path.join(dir, 'file'), '');
+  t.notOk(makeDirectory(path.join(dir, 'file')));
+  t.notOk(makeDirectory(path.join(dir, 'file/sub')));
+  // procfs answers ENOENT to mkdir under /proc: Node's recursive mkdir retries that forever
+  if (existsSync('/proc/self')) t.notOk(makeDirectory('/proc/portico-test/cache'));
+});
+
+/** Every module this start compiled or read from the cache (Node's compile cache debug output). */
+const compiled = (child: Child) => child.logs.filter((line) => line.startsWith('[compile cache]')).join('\n');
+
+async function handshake(child: Child): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const socket = tls.connect({ port: child.ports.https, host: '127.0.0.1', servername: 'localhost', ca: child.ca }, () => {
+      socket.end();
+      resolve();
+    });
+    socket.on('error', reject);
+  });
+}
+
+t.test('a start fills the cache, the next reads it; neither loads Redis, ACME or, once made, x509', async (t) => {
+  const cache = tempDir('compile-cache');
+  const dataDir = tempDir('data');
+  const certsDir = tempDir('certs');
+  t.teardown(() => cleanup(cache, dataDir, certsDir));
+  const env = { PORTICO_COMPILE_CACHE: cache, PORTICO_DATA_DIR: dataDir, PORTICO_CERTS_DIR: certsDir, NODE_DEBUG_NATIVE: 'COMPILE_CACHE' };
+
+  const first = await spawnPortico(env);
+  await handshake(first);
+  t.equal(await first.kill(), 0);
+  const firstLog = compiled(first);
+  t.match(firstLog, /src\/main\.ts/, 'the server modules compile with the cache on');
+  t.match(firstLog, /node_modules\/@peculiar\/x509\//, 'the first start makes the fallback certificate');
+  const stored = readdirSync(cache);
+  t.equal(stored.length, 1, 'one directory per Node version');
+  t.ok(readdirSync(path.join(cache, stored[0])).length > 50, 'entries written');
+
+  const second = await spawnPortico(env);
+  await handshake(second);
+  t.equal(await second.kill(), 0);
+  const secondLog = compiled(second);
+  t.match(secondLog, /V8 code cache for ESM file:\S+\/src\/main\.ts was accepted/);
+  t.match(secondLog, /node_modules\/pino\//);
+  t.notMatch(secondLog, /node_modules\/@peculiar\//, 'an existing fallback certificate is read, not parsed');
+  t.notMatch(secondLog, /node_modules\/ioredis\//, 'embedded state: no Redis client');
+  t.notMatch(secondLog, /node_modules\/acme-client\//, 'no ACME client before the first order');
+});
+
+t.test('an unusable cache directory never stops a start', async (t) => {
+  const dir = tempDir('not-a-dir');
+  t.teardown(() => cleanup(dir));
+  writeFileSync(path.join(dir, 'file'), '');
+  for (const cache of [path.join(dir, 'file'), path.join(dir, 'file/cache'), ...(existsSync('/proc/self') ? ['/proc/portico-test/cache'] : [])]) {
+    const child = await spawnPortico({ PORTICO_COMPILE_CACHE: cache });
+    t.teardown(() => cleanup(child.env.PORTICO_DATA_DIR, child.env.PORTICO_CERTS_DIR));
+    await handshake(child);
+    t.equal(await child.kill(), 0, cache);
+  }
+});
