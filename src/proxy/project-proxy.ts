@@ -15,7 +15,7 @@ import type { IncomingMessage, ServerResponse, IncomingHttpHeaders, ClientReques
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
-import { createProxyServer } from 'http-proxy-3';
+import type { ProxyServer } from 'http-proxy-3';
 import { HttpError } from '../errors.ts';
 import { sendPage, upstreamTimeoutPage, upstreamUnreachablePage } from '../edge/pages.ts';
 import { connectionTokens, isHopByHop, type Forwarder, type Target, type UpstreamErrorKind } from './forward.ts';
@@ -56,34 +56,39 @@ const TIMEOUT = 'PORTICO_UPSTREAM_TIMEOUT';
 export function createProjectProxy(forwarder: Forwarder, options: ProjectProxyOptions): ProjectProxy {
   const upgrades = new WeakMap<Duplex, Upgrade>();
   const open = new Set<Duplex>();
-  // target comes per call; xfwd off because http-proxy-3 would append to the client's X-Forwarded-*
-  const wsProxy = createProxyServer({ ws: true, xfwd: false, ignorePath: true });
-  // Errors of the client socket reach this event (upstream errors go to the per-call callback):
-  // without a listener http-proxy-3 throws them, which would take the process down.
-  wsProxy.on('error', (_err, _req, socket) => {
-    if (!(socket as Socket).destroyed) (socket as Socket).destroy();
-  });
-  wsProxy.on('proxyReqWs', (proxyReq, _req, socket) => {
-    const state = upgrades.get(socket);
-    if (!state) return;
-    rewriteUpgradeHeaders(proxyReq, state);
-    // one clock for connect + the upstream's answer to the upgrade
-    const timer = setTimeout(() => proxyReq.destroy(Object.assign(new Error('upstream did not answer the upgrade in time'), { code: TIMEOUT })), options.timeoutMs);
-    const stop = () => clearTimeout(timer);
-    proxyReq.once('response', stop).once('close', stop);
-    proxyReq.once('upgrade', (_res, proxySocket: Socket) => {
-      stop();
-      state.upgraded = true;
-      // http-proxy-3 only end()s the other side when one side closes; a peer that never answers the
-      // FIN would keep its socket half-open, so finish the write side and then destroy
-      socket.once('close', () => proxySocket.destroySoon());
-      proxySocket.once('close', () => socket.destroySoon());
+  // http-proxy-3 is loaded with the first WebSocket upgrade, not at start
+  let wsProxy: Promise<ProxyServer> | undefined;
+  const loadWsProxy = (): Promise<ProxyServer> => (wsProxy ??= import('http-proxy-3').then(({ createProxyServer }) => {
+    // target comes per call; xfwd off because http-proxy-3 would append to the client's X-Forwarded-*
+    const proxy = createProxyServer({ ws: true, xfwd: false, ignorePath: true });
+    // Errors of the client socket reach this event (upstream errors go to the per-call callback):
+    // without a listener http-proxy-3 throws them, which would take the process down.
+    proxy.on('error', (_err, _req, socket) => {
+      if (!(socket as Socket).destroyed) (socket as Socket).destroy();
     });
-    // the visitor left before the upstream answered: http-proxy-3 would keep waiting for it
-    socket.once('close', () => {
-      if (!state.upgraded) proxyReq.destroy();
+    proxy.on('proxyReqWs', (proxyReq, _req, socket) => {
+      const state = upgrades.get(socket);
+      if (!state) return;
+      rewriteUpgradeHeaders(proxyReq, state);
+      // one clock for connect + the upstream's answer to the upgrade
+      const timer = setTimeout(() => proxyReq.destroy(Object.assign(new Error('upstream did not answer the upgrade in time'), { code: TIMEOUT })), options.timeoutMs);
+      const stop = () => clearTimeout(timer);
+      proxyReq.once('response', stop).once('close', stop);
+      proxyReq.once('upgrade', (_res, proxySocket: Socket) => {
+        stop();
+        state.upgraded = true;
+        // http-proxy-3 only end()s the other side when one side closes; a peer that never answers the
+        // FIN would keep its socket half-open, so finish the write side and then destroy
+        socket.once('close', () => proxySocket.destroySoon());
+        proxySocket.once('close', () => socket.destroySoon());
+      });
+      // the visitor left before the upstream answered: http-proxy-3 would keep waiting for it
+      socket.once('close', () => {
+        if (!state.upgraded) proxyReq.destroy();
+      });
     });
-  });
+    return proxy;
+  }));
 
   return {
     async web(req, res, upstream, ctx) {
@@ -127,16 +132,22 @@ export function createProjectProxy(forwarder: Forwarder, options: ProjectProxyOp
       socket.once('close', () => {
         state.clientGone = true;
       });
-      wsProxy.ws(req, socket, head, { target }, (err) => {
+      loadWsProxy().then((proxy) => {
         if (state.clientGone) return;
+        proxy.ws(req, socket, head, { target }, (err) => {
+          if (state.clientGone) return;
+          options.onError('websocket');
+          if (state.upgraded) {
+            socket.destroy();
+          } else if ((err as { code?: string }).code === TIMEOUT) {
+            rejectUpgrade(socket, 504, 'Gateway Timeout', 'The upstream did not answer in time.\n');
+          } else {
+            rejectUpgrade(socket, 502, 'Bad Gateway', 'The upstream could not be reached.\n');
+          }
+        });
+      }, () => {
         options.onError('websocket');
-        if (state.upgraded) {
-          socket.destroy();
-        } else if ((err as { code?: string }).code === TIMEOUT) {
-          rejectUpgrade(socket, 504, 'Gateway Timeout', 'The upstream did not answer in time.\n');
-        } else {
-          rejectUpgrade(socket, 502, 'Bad Gateway', 'The upstream could not be reached.\n');
-        }
+        rejectUpgrade(socket, 502, 'Bad Gateway', 'The upstream could not be reached.\n');
       });
     },
 
