@@ -6,12 +6,14 @@
 // Formats written here (keep in step with src/; the cache is keyed by a fingerprint of these files,
 // and every new dataset is read back through Portico's own store code before it is used):
 // - src/state/append-log.ts: `<crc32 hex, 8> <json>\n` per record; src/state/embedded.ts: records
-//   {op:'put', t, k, v} in tables 'accounts', 'projects' and, per domain, 'domainIndex'
-//   {projectId, status, createdAt, route} (src/state/embedded-domains.ts);
-// - src/state/embedded-domains.ts: `<data dir>/domains/<hostname>.json` (the Domain without its
-//   certificate state) and `<hostname>.certificate.json` (CertificateState);
-// - src/certs/file-store.ts: `<certs>/live/<hostname>/{cert.pem,key.pem,meta.json}`;
-// - Redis (src/state/redis-domains.ts, src/certs/redis-store.ts): see ensureRedisCommands().
+//   {op:'put', t, k, v} in tables 'accounts' and 'projects';
+// - src/state/embedded-domains.ts: `<data dir>/domains.index`, the domain index (written with
+//   src/state/domain-snapshot.ts's own encoder), `<data dir>/domains/<hostname>.json` (the Domain
+//   without its certificate state) and `<hostname>.certificate.json` (CertificateState);
+// - src/certs/file-store.ts: `<certs>/live/<hostname>/{cert.pem,key.pem,meta.json}` and the renewal
+//   index under `<certs>/renewals/` (written through the file store itself);
+// - Redis (src/state/redis-domains.ts, src/state/redis-routes.ts, src/certs/redis-store.ts): see
+//   ensureRedisCommands().
 // One real self-signed ECDSA P-256 certificate and key serve every hostname (its SAN does not name
 // them; the handshake does not care, and making 100k keys would take minutes). Generating is not
 // measured; the result is cached under bench/results/scale-cache/ and reused.
@@ -22,14 +24,20 @@ import tls from 'node:tls';
 import path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { ensureFallbackCertificate, selfSigned } from '../../src/certs/fallback.ts';
+import { openFileCertStores } from '../../src/certs/file-store.ts';
+import { renewalOpens } from '../../src/certs/types.ts';
+import { encodeSnapshot, type IndexEntry } from '../../src/state/domain-snapshot.ts';
 import { freePort } from '../../test/helpers/free-port.ts';
 import { cpuSeconds, processTree, sleep, stop, wrap } from './proc.ts';
 import { startPortico, type Portico } from './portico.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 /** bump when the generator changes; the sources whose formats it copies are fingerprinted too */
-const FORMAT = 2;
-const FORMAT_SOURCES = ['src/state/append-log.ts', 'src/state/embedded.ts', 'src/state/embedded-domains.ts', 'src/state/redis-domains.ts', 'src/certs/file-store.ts', 'src/certs/redis-store.ts'];
+const FORMAT = 3;
+const FORMAT_SOURCES = [
+  'src/state/append-log.ts', 'src/state/embedded.ts', 'src/state/embedded-domains.ts', 'src/state/domain-snapshot.ts', 'src/state/redis-domains.ts',
+  'src/state/redis-routes.ts', 'src/certs/file-store.ts', 'src/certs/redis-store.ts', 'src/certs/types.ts',
+];
 export const SCALE_CN = 'portico-bench-scale';
 const PREFIX = 'www.site-';
 const SUFFIX = '.example';
@@ -46,6 +54,8 @@ export interface Dataset {
   count: number;
   dir: string;
   stateLog: string;
+  /** <data dir>/domains.index */
+  domainIndex: string;
   /** <data dir>/domains: one body and one certificate-state file per domain */
   domainsDir: string;
   certsDir: string;
@@ -79,19 +89,26 @@ const domainOf = (i: number, projects: string[]) => ({
   verifiedAt: CREATED,
 });
 
+/** the domain index of the dataset (every domain verified); also the route snapshot in Redis */
+const indexOf = (count: number, projects: string[]) =>
+  encodeSnapshot((function* () {
+    for (let i = 0; i < count; i++) yield [hostnameOf(i), { projectId: projects[Math.floor(i / DOMAINS_PER_PROJECT)], status: 'verified' }] as [string, IndexEntry];
+  })());
+
 const projectOf = (id: string, p: number, upstream: string) => ({ id, accountId: ACCOUNT, name: `scale-${p}`, upstream, createdAt: CREATED });
 
 export async function ensureDataset(cacheRoot: string, count: number): Promise<Dataset> {
   const key = `v${FORMAT}-${fingerprint()}-n${count}`;
   const dir = path.join(cacheRoot, key);
   const stateLog = path.join(dir, 'state.log');
+  const domainIndex = path.join(dir, 'domains.index');
   const domainsDir = path.join(dir, 'domains');
   const certsDir = path.join(dir, 'certs');
   const marker = path.join(dir, 'complete.json');
   const projectCount = Math.max(1, Math.ceil(count / DOMAINS_PER_PROJECT));
   const projects = Array.from({ length: projectCount }, (_, p) => `prj_scale${String(p).padStart(4, '0')}`);
   const sizeOf = () => readFileSync(stateLog).length / 1048576;
-  if (existsSync(marker)) return { count, dir, stateLog, domainsDir, certsDir, projects, generatedSeconds: null, stateLogMiB: sizeOf() };
+  if (existsSync(marker)) return { count, dir, stateLog, domainIndex, domainsDir, certsDir, projects, generatedSeconds: null, stateLogMiB: sizeOf() };
 
   const t0 = performance.now();
   // datasets of the same size in older formats take 1–2 GB each: replace them
@@ -104,37 +121,26 @@ export async function ensureDataset(cacheRoot: string, count: number): Promise<D
   const leaf = new X509Certificate(pair.cert);
   const notBefore = new Date(leaf.validFrom).toISOString();
   const notAfter = new Date(leaf.validTo).toISOString();
-  const meta = JSON.stringify({ notBefore, notAfter, issuer: SCALE_CN });
+  const meta = { notBefore, notAfter, issuer: SCALE_CN };
   const certificateState = JSON.stringify({ status: 'issued', issuer: SCALE_CN, notAfter });
 
-  // the state log: one account, a project per 1,000 domains, an index entry per (verified) domain
-  const fd = openSync(stateLog, 'w');
+  // the state log: one account and a project per 1,000 domains; the upstream is set for each run
+  // (the origin's port changes): see prepareRun()
   let chunk = line({ op: 'put', t: 'accounts', k: ACCOUNT, v: { id: ACCOUNT, plan: 'enterprise', limits: { perMinute: 100_000_000, perDay: 1_000_000_000 }, createdAt: CREATED } });
-  // the upstream is set for each run (the origin's port changes): see prepareRun()
   for (const [p, id] of projects.entries()) chunk += line({ op: 'put', t: 'projects', k: id, v: projectOf(id, p, 'http://127.0.0.1:9') });
-  for (let i = 0; i < count; i++) {
-    const projectId = projects[Math.floor(i / DOMAINS_PER_PROJECT)];
-    chunk += line({ op: 'put', t: 'domainIndex', k: hostnameOf(i), v: { projectId, status: 'verified', createdAt: CREATED, route: { projectId } } });
-    if (chunk.length > 1 << 20) {
-      writeSync(fd, chunk);
-      chunk = '';
-    }
-  }
-  writeSync(fd, chunk);
-  closeSync(fd);
+  writeFileSync(stateLog, chunk);
+  // the domain index: every domain verified, routed to its project
+  writeFileSync(domainIndex, indexOf(count, projects), { mode: 0o600 });
 
-  // what each domain carries, and its certificate, one set of files per domain
+  // what each domain carries, and its certificate (through the file store: files and renewal index)
+  const certificates = openFileCertStores(certsDir, 'https://127.0.0.1:9/directory').certificates;
   for (let i = 0; i < count; i++) {
     const hostname = hostnameOf(i);
     writeFileSync(path.join(domainsDir, `${hostname}.json`), JSON.stringify(domainOf(i, projects)), { mode: 0o600 });
     writeFileSync(path.join(domainsDir, `${hostname}.certificate.json`), certificateState, { mode: 0o600 });
-    const certDir = path.join(certsDir, 'live', hostname);
-    mkdirSync(certDir, { mode: 0o700 });
-    writeFileSync(path.join(certDir, 'key.pem'), pair.key, { mode: 0o600 });
-    writeFileSync(path.join(certDir, 'cert.pem'), pair.cert, { mode: 0o644 });
-    writeFileSync(path.join(certDir, 'meta.json'), meta, { mode: 0o644 });
+    await certificates.put({ hostname, certPem: pair.cert, keyPem: pair.key, ...meta });
   }
-  const ds: Dataset = { count, dir, stateLog, domainsDir, certsDir, projects, generatedSeconds: (performance.now() - t0) / 1000, stateLogMiB: sizeOf() };
+  const ds: Dataset = { count, dir, stateLog, domainIndex, domainsDir, certsDir, projects, generatedSeconds: (performance.now() - t0) / 1000, stateLogMiB: sizeOf() };
   await checkEmbedded(ds);
   writeFileSync(marker, JSON.stringify({ format: FORMAT, sources: FORMAT_SOURCES, count, projects: projects.length, generatedSeconds: ds.generatedSeconds, at: new Date().toISOString() }));
   return ds;
@@ -149,13 +155,17 @@ async function checkEmbedded(ds: Dataset): Promise<void> {
   const stores = await openEmbeddedStores(dataDir);
   try {
     const last = hostnameOf(ds.count - 1);
-    const routes = await stores.domains.routes();
+    const { verified } = await stores.domains.countByStatus();
     const domain = await stores.domains.get(last);
-    const certificate = await openFileCertStores(ds.certsDir, 'https://127.0.0.1:9/directory').certificates.get(last);
+    const certs = openFileCertStores(ds.certsDir, 'https://127.0.0.1:9/directory').certificates;
+    const certificate = await certs.get(last);
+    const { lt7d, lt30d, ge30d } = await certs.summary(Date.now());
     const problems = [
-      routes.size !== ds.count ? `${routes.size} routes instead of ${ds.count}` : '',
+      verified !== ds.count ? `${verified} verified domains instead of ${ds.count}` : '',
+      stores.domains.indexedRoute(last)?.projectId === ds.projects.at(-1) ? '' : `no route for ${last}`,
       domain?.status !== 'verified' || domain.certificate?.status !== 'issued' ? `${last} reads back as ${JSON.stringify(domain)?.slice(0, 200)}` : '',
       certificate?.certPem.includes('BEGIN CERTIFICATE') ? '' : `no certificate for ${last}`,
+      lt7d + lt30d + ge30d === ds.count ? '' : `${lt7d + lt30d + ge30d} certificates in the renewal index instead of ${ds.count}`,
     ].filter(Boolean);
     if (problems.length) throw new Error(`the generated dataset does not match Portico's formats (src/ changed?): ${problems.join('; ')}`);
   } finally {
@@ -168,6 +178,9 @@ async function checkEmbedded(ds: Dataset): Promise<void> {
 // src/certs/redis-store.ts), loaded with `redis-cli --pipe` from a RESP file kept with the dataset
 
 const resp = (args: string[]) => `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+/** a command whose last argument is binary */
+const respBytes = (args: string[], bytes: Buffer) =>
+  Buffer.concat([Buffer.from(`*${args.length + 1}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}$${bytes.length}\r\n`), bytes, Buffer.from('\r\n')]);
 
 const projectCommands = (ds: Dataset, upstream: string) =>
   ds.projects.flatMap((id, p) => {
@@ -184,7 +197,11 @@ export function ensureRedisCommands(ds: Dataset): string {
   const meta = JSON.parse(pem('meta.json')) as { notBefore: string; notAfter: string; issuer: string };
   const temp = `${file}.tmp`;
   const fd = openSync(temp, 'w');
-  let chunk = resp(['SET', `portico:account:${ACCOUNT}`, JSON.stringify({ id: ACCOUNT, plan: 'enterprise', limits: { perMinute: 100_000_000, perDay: 1_000_000_000 }, createdAt: CREATED })]);
+  // the routing index's snapshot (redis-routes.ts) holds every route; nothing has changed since
+  writeSync(fd, respBytes(['SET', 'portico:routes:snapshot'], indexOf(ds.count, ds.projects)));
+  const opens = String(Math.floor(renewalOpens(meta.notBefore, meta.notAfter)));
+  let chunk = resp(['SET', 'portico:routes:snapshot-seq', '0']) + resp(['HSET', 'portico:domain-counts', 'verified', String(ds.count)]);
+  chunk += resp(['SET', `portico:account:${ACCOUNT}`, JSON.stringify({ id: ACCOUNT, plan: 'enterprise', limits: { perMinute: 100_000_000, perDay: 1_000_000_000 }, createdAt: CREATED })]);
   for (let i = 0; i < ds.count; i++) {
     const hostname = hostnameOf(i);
     const domain = domainOf(i, ds.projects);
@@ -195,6 +212,8 @@ export function ensureRedisCommands(ds: Dataset): string {
     chunk += resp(['HSET', 'portico:routes', hostname, JSON.stringify({ projectId: domain.projectId })]);
     chunk += resp(['SET', `portico:cert:${hostname}`, JSON.stringify({ hostname, certPem, keyPem, ...meta })]);
     chunk += resp(['HSET', 'portico:cert-validity', hostname, JSON.stringify({ notBefore: meta.notBefore, notAfter: meta.notAfter })]);
+    chunk += resp(['ZADD', 'portico:cert-renewal', opens, hostname]);
+    chunk += resp(['ZADD', 'portico:cert-expiry', String(Date.parse(meta.notAfter)), hostname]);
     if (chunk.length > 1 << 20) {
       writeSync(fd, chunk);
       chunk = '';
@@ -236,12 +255,14 @@ export async function loadRedis(ds: Dataset, port: number, originPort: number): 
     const route = await stores.domains.route(last);
     const certs = openRedisCertStores(connections.client, 'https://127.0.0.1:9/directory');
     const certificate = await certs.certificates.get(last);
-    const validity = await certs.certificates.expiries();
+    const { lt7d, lt30d, ge30d } = await certs.certificates.summary(Date.now());
+    const { verified } = await stores.domains.countByStatus();
     const problems = [
       domain?.status !== 'verified' || domain.certificate?.status !== 'issued' ? `${last} reads back as ${JSON.stringify(domain)?.slice(0, 200)}` : '',
-      route ? '' : `no route for ${last}`,
+      route && stores.domains.indexedRoute(last)?.projectId === route.projectId ? '' : `no route for ${last}`,
+      verified === ds.count ? '' : `${verified} verified domains counted instead of ${ds.count}`,
       certificate?.certPem.includes('BEGIN CERTIFICATE') ? '' : `no certificate for ${last}`,
-      validity.length === ds.count ? '' : `${validity.length} certificate validities instead of ${ds.count}`,
+      lt7d + lt30d + ge30d === ds.count ? '' : `${lt7d + lt30d + ge30d} certificates indexed by expiry instead of ${ds.count}`,
     ].filter(Boolean);
     if (problems.length) throw new Error(`the Redis dataset does not match Portico's formats (src/ changed?): ${problems.join('; ')}`);
   } finally {
@@ -250,12 +271,13 @@ export async function loadRedis(ds: Dataset, port: number, originPort: number): 
 }
 
 /** A fresh data dir for one start: the cached log plus one record per project naming today's origin,
- *  and the cached per-domain files (linked: Portico only reads them here). */
+ *  the domain index, and the cached per-domain files (linked: Portico only reads them here). */
 export function prepareRun(ds: Dataset, dataDir: string, originPort: number): void {
   rmSync(dataDir, { recursive: true, force: true });
   mkdirSync(dataDir, { recursive: true });
   const log = path.join(dataDir, 'state.log');
   copyFileSync(ds.stateLog, log);
+  copyFileSync(ds.domainIndex, path.join(dataDir, 'domains.index'));
   appendFileSync(log, ds.projects.map((id, p) => line({ op: 'put', t: 'projects', k: id, v: projectOf(id, p, `http://127.0.0.1:${originPort}`) })).join(''));
   symlinkSync(ds.domainsDir, path.join(dataDir, 'domains'));
 }

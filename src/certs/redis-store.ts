@@ -1,12 +1,18 @@
 // Certificates, challenges, locks and the ACME account key in Redis, shared by every instance.
-// Locks are `SET NX PX` with an owner token and a compare-and-delete release.
+// Locks are `SET NX PX` with an owner token and a compare-and-delete release. Two sorted sets index
+// the certificates by time, written in the same MULTI as the certificate: `portico:cert-renewal`
+// (score: when the renewal window opens) for the sweep, `portico:cert-expiry` (score: notAfter) for
+// metrics; `portico:cert-validity` holds notBefore/notAfter per hostname.
 import { randomBytes, createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { scanHash } from '../state/redis-scan.ts';
 import { stateUnavailable } from '../state/types.ts';
-import type { CertStores, StoredCertificate } from './types.ts';
+import { renewalOpens, type CertStores, type ExpirySummary, type StoredCertificate, type Validity } from './types.ts';
 
 const CHALLENGE_TTL_SECONDS = 3600;
+const DAY_MS = 86_400_000;
+const RENEWAL = 'portico:cert-renewal';
+const EXPIRY = 'portico:cert-expiry';
+const VALIDITY = 'portico:cert-validity';
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 
 export function openRedisCertStores(client: Redis, directoryUrl: string): CertStores {
@@ -27,20 +33,45 @@ export function openRedisCertStores(client: Redis, directoryUrl: string): CertSt
         return text === null ? null : (JSON.parse(text) as StoredCertificate);
       },
       put: async (certificate) => {
+        const { hostname, notBefore, notAfter } = certificate;
         await call(() =>
           client
             .multi()
-            .set(`portico:cert:${certificate.hostname}`, JSON.stringify(certificate))
-            .hset('portico:cert-validity', certificate.hostname, JSON.stringify({ notBefore: certificate.notBefore, notAfter: certificate.notAfter }))
+            .set(`portico:cert:${hostname}`, JSON.stringify(certificate))
+            .hset(VALIDITY, hostname, JSON.stringify({ notBefore, notAfter }))
+            .zadd(RENEWAL, Math.floor(renewalOpens(notBefore, notAfter)), hostname)
+            .zadd(EXPIRY, Date.parse(notAfter), hostname)
             .exec(),
         );
       },
       remove: async (hostname) => {
-        await call(() => client.multi().del(`portico:cert:${hostname}`).hdel('portico:cert-validity', hostname).exec());
+        await call(() => client.multi().del(`portico:cert:${hostname}`).hdel(VALIDITY, hostname).zrem(RENEWAL, hostname).zrem(EXPIRY, hostname).exec());
       },
-      expiries: async () => {
-        const all = await scanHash(client, 'portico:cert-validity', call);
-        return all.map(([hostname, text]) => ({ hostname, ...(JSON.parse(text) as { notBefore: string; notAfter: string }) }));
+      due: async (until) => {
+        const hostnames = await call(() => client.zrangebyscore(RENEWAL, '-inf', until));
+        const out: Validity[] = [];
+        for (let i = 0; i < hostnames.length; i += 1000) {
+          const chunk = hostnames.slice(i, i + 1000);
+          const texts = await call(() => client.hmget(VALIDITY, ...chunk));
+          chunk.forEach((hostname, j) => {
+            if (texts[j] !== null) out.push({ hostname, ...(JSON.parse(texts[j]!) as { notBefore: string; notAfter: string }) });
+          });
+        }
+        return out;
+      },
+      summary: async (now) => {
+        const results = await call(() =>
+          client
+            .multi()
+            .zcard(EXPIRY)
+            .zcount(EXPIRY, '-inf', `(${now + 7 * DAY_MS}`)
+            .zcount(EXPIRY, '-inf', `(${now + 30 * DAY_MS}`)
+            .zrange(EXPIRY, '0', '0', 'WITHSCORES')
+            .exec(),
+        );
+        const [total, lt7d, lt30d] = [0, 1, 2].map((i) => Number(results?.[i]?.[1] ?? 0));
+        const first = (results?.[3]?.[1] ?? []) as string[];
+        return { earliest: first.length === 2 ? Number(first[1]) : null, lt7d, lt30d: lt30d - lt7d, ge30d: total - lt30d } satisfies ExpirySummary;
       },
     },
     challenges: {

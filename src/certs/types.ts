@@ -12,12 +12,47 @@ export interface StoredCertificate {
   issuer: string;
 }
 
+export interface Validity {
+  hostname: string;
+  notBefore: string;
+  notAfter: string;
+}
+
+/** Stored certificates by time left, for metrics. */
+export interface ExpirySummary {
+  /** the earliest notAfter (ms since the epoch), null when none is stored */
+  earliest: number | null;
+  lt7d: number;
+  lt30d: number;
+  ge30d: number;
+}
+
 export interface CertificateStore {
   get(hostname: string): Promise<StoredCertificate | null>;
   put(certificate: StoredCertificate): Promise<void>;
   remove(hostname: string): Promise<void>;
-  /** every stored certificate's validity, for renewal and metrics (no PEMs: cheap, also at 100k) */
-  expiries(): Promise<Array<{ hostname: string; notBefore: string; notAfter: string }>>;
+  /**
+   * Certificates whose renewal window (renewalOpens) has opened by `until`, read from an index kept
+   * in that order: a sweep reads what is due, not every certificate.
+   */
+  due(until: number): Promise<Validity[]>;
+  summary(now: number): Promise<ExpirySummary>;
+}
+
+/**
+ * When to renew: the last third of the lifetime, minus up to 1/30 of it (`random()` in [0, 1): the
+ * jitter that spreads renewals).
+ */
+export function renewAt(notBefore: string, notAfter: string, random: () => number): number {
+  const start = Date.parse(notBefore);
+  const end = Date.parse(notAfter);
+  const lifetime = end - start;
+  return end - lifetime / 3 - random() * (lifetime / 30);
+}
+
+/** The earliest moment any jitter renews it: what the stores index certificates by. */
+export function renewalOpens(notBefore: string, notAfter: string): number {
+  return renewAt(notBefore, notAfter, () => 1);
 }
 
 export interface ChallengeStore {

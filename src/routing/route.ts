@@ -1,6 +1,7 @@
-// route: the decision for one request, taken from its hostname alone. The table is in memory and
-// answers with two Map lookups at most; it is patched when a domain or project changes (see sync.ts),
-// never read from a store per request.
+// route: the decision for one request, taken from its hostname alone, in memory and without I/O:
+// API hosts and projects are Maps here (patched when a project changes, see sync.ts); domains are
+// looked up in the domain store's routing index (a sorted snapshot plus recent changes), which is
+// never copied into a second map.
 import type { DomainRoute, Environment, Hsts, RedirectStatus } from '../state/types.ts';
 
 export type Route =
@@ -16,19 +17,20 @@ export interface ProjectRoute {
   upstream: string | null;
 }
 
+/** hostname → the route of a served domain, or null; synchronous, from memory */
+export type DomainRoutes = (hostname: string) => DomainRoute | null;
+
 export interface RouteTable {
   resolve(hostname: string): Route;
-  setDomain(hostname: string, route: DomainRoute | null): void;
   setProject(id: string, project: ProjectRoute | null): void;
-  /** replaces everything (start-up, or after a missed change notice) */
-  reset(domains: Map<string, DomainRoute>, projects: Map<string, ProjectRoute>): void;
-  size(): { domains: number; projects: number };
+  /** replaces the projects and names the domain index (start-up, or after a missed change notice) */
+  reset(domains: DomainRoutes, projects: Map<string, ProjectRoute>): void;
   setApiHosts(apiHosts: readonly string[], stagingHosts: readonly string[]): void;
 }
 
 export function createRouteTable(apiHosts: readonly string[], stagingHosts: readonly string[], platformDomain: string): RouteTable {
   let api = apiTable(apiHosts, stagingHosts);
-  let domains = new Map<string, DomainRoute>();
+  let domainRoute: DomainRoutes = () => null;
   let projects = new Map<string, ProjectRoute>();
   // `<name>.<platform domain>` → project id
   let defaults = new Map<string, string>();
@@ -45,7 +47,7 @@ export function createRouteTable(apiHosts: readonly string[], stagingHosts: read
     resolve(hostname) {
       const fixed = api.get(hostname);
       if (fixed) return fixed;
-      const domain = domains.get(hostname);
+      const domain = hostname === '' ? null : domainRoute(hostname);
       if (domain) {
         if (domain.redirect) return { kind: 'redirect', to: domain.redirect.to, status: domain.redirect.status, hsts: domain.hsts };
         return projectRoute(domain.projectId, domain.hsts);
@@ -56,10 +58,6 @@ export function createRouteTable(apiHosts: readonly string[], stagingHosts: read
       }
       return unknown;
     },
-    setDomain(hostname, route) {
-      if (route) domains.set(hostname, route);
-      else domains.delete(hostname);
-    },
     setProject(id, project) {
       const previous = projects.get(id);
       if (previous) defaults.delete(`${previous.name}${suffix}`);
@@ -69,11 +67,10 @@ export function createRouteTable(apiHosts: readonly string[], stagingHosts: read
       } else projects.delete(id);
     },
     reset(nextDomains, nextProjects) {
-      domains = nextDomains;
+      domainRoute = nextDomains;
       projects = nextProjects;
       defaults = new Map([...nextProjects].map(([id, p]) => [`${p.name}${suffix}`, id]));
     },
-    size: () => ({ domains: domains.size, projects: projects.size }),
     setApiHosts(nextApi, nextStaging) {
       api = apiTable(nextApi, nextStaging);
     },

@@ -22,7 +22,7 @@ export class AppendLog {
   private queue: Pending[] = [];
   private flushing: Promise<void> | null = null;
   private broken: Error | null = null;
-  private compactWith: (() => unknown[]) | null = null;
+  private compactWith: (() => unknown[] | Promise<unknown[]>) | null = null;
   /** records written since the last snapshot; the owner uses it to decide when to compact */
   records = 0;
 
@@ -60,8 +60,11 @@ export class AppendLog {
     });
   }
 
-  /** Rewrites the log as `snapshot()` at the next quiet moment between writes. */
-  requestCompaction(snapshot: () => unknown[]): void {
+  /**
+   * Rewrites the log as `snapshot()` at the next quiet moment between writes: every acknowledged
+   * record has been applied by its writer, and appends wait until the new log is in place.
+   */
+  requestCompaction(snapshot: () => unknown[] | Promise<unknown[]>): void {
     this.compactWith = snapshot;
     if (!this.flushing) this.flushing = this.flush();
   }
@@ -72,6 +75,8 @@ export class AppendLog {
   }
 
   private async flush(): Promise<void> {
+    // a batch was acknowledged and its writers may not have applied it yet
+    let acknowledged = false;
     try {
       while (this.queue.length > 0 || this.compactWith) {
         if (this.queue.length > 0) {
@@ -82,6 +87,7 @@ export class AppendLog {
             await this.handle.datasync();
             this.records += batch.length;
             for (const p of batch) p.resolve();
+            acknowledged = true;
           } catch (err) {
             // the state in memory may now be ahead of the disk: refuse every further write
             this.broken = new Error(`writing ${this.file}`, { cause: err });
@@ -91,9 +97,16 @@ export class AppendLog {
             return;
           }
         } else if (this.compactWith) {
+          if (acknowledged) {
+            // The writers of the batch just acknowledged apply it to their state in continuations
+            // that have not run yet: a snapshot taken now would miss it, and the new log lose it.
+            acknowledged = false;
+            await new Promise((resolve) => setImmediate(resolve));
+            if (this.queue.length > 0) continue;
+          }
           const snapshot = this.compactWith;
           this.compactWith = null;
-          await this.compact(snapshot()).catch(() => undefined);
+          await (async () => this.compact(await snapshot()))().catch(() => undefined);
         }
       }
     } finally {

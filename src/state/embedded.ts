@@ -78,7 +78,12 @@ export class Tables {
   }
 }
 
-export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
+export interface EmbeddedOptions {
+  /** domain index changes kept in domains.log before they are folded into domains.index (tests lower it) */
+  domainsCompactAt?: number;
+}
+
+export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptions = {}): Promise<Stores> {
   mkdirSync(dataDir, { recursive: true });
   const releaseLock = lockDataDir(dataDir);
   let tables: Tables;
@@ -98,7 +103,15 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
   const projects = tables.table<Project>('projects');
   const projectNames = new Map<string, string>();
   for (const project of projects.values()) projectNames.set(project.name, project.id);
-  const domains = openEmbeddedDomains(tables, dataDir);
+  let embeddedDomains: Awaited<ReturnType<typeof openEmbeddedDomains>>;
+  try {
+    embeddedDomains = await openEmbeddedDomains(tables, dataDir, options.domainsCompactAt);
+  } catch (err) {
+    await tables.close();
+    releaseLock();
+    throw err;
+  }
+  const { domains } = embeddedDomains;
   const handlers: Array<(topic: string) => void> = [];
 
   return {
@@ -185,7 +198,7 @@ export async function openEmbeddedStores(dataDir: string): Promise<Stores> {
     },
     health: async () => 'ok',
     close: async () => {
-      await tables.close();
+      await Promise.all([tables.close(), embeddedDomains.close()]);
       releaseLock();
     },
   };

@@ -1,18 +1,57 @@
 // Projects and domains in Redis. A domain's certificate state lives under its own key so the
 // certificate manager and owner changes never overwrite each other; `portico:routes` holds the small
-// route entry of every served domain, which is all the routing index loads at start.
+// route entry of every served domain, from which the routing index is made (redis-routes.ts);
+// `portico:domain-counts` keeps the number of domains per status, so metrics read three fields.
 import type { Redis } from 'ioredis';
-import { scanHash } from './redis-scan.ts';
+import { openRedisRouteIndex, SET_ROUTE, SET_ROUTE_KEYS, type RedisRouteIndex } from './redis-routes.ts';
 import { routeOf, type Domain, type DomainRoute, type DomainStatus, type DomainStore, type Project, type ProjectStore } from './types.ts';
 
 const HISTORY_SECONDS = 31 * 86_400;
+const STATUS_KEYS = ['portico:domain-status', 'portico:domain-counts'] as const;
+
+// Sets (or with ARGV[2] '' removes) the status of a domain and keeps the counts per status in step.
+const SET_STATUS = `
+local previous = redis.call('HGET', KEYS[1], ARGV[1])
+if previous then redis.call('HINCRBY', KEYS[2], previous, -1) end
+if ARGV[2] == '' then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+end
+return 1`;
+
+// The domain, its route and its status in one step, only while the domain exists (a removal may
+// have come first: nothing of it must come back).
+const UPDATE_DOMAIN = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+local function setRoute(KEYS, ARGV)${SET_ROUTE}
+end
+local function setStatus(KEYS, ARGV)${SET_STATUS}
+end
+setRoute({KEYS[2], KEYS[3], KEYS[4]}, {ARGV[2], ARGV[3]})
+setStatus({KEYS[5], KEYS[6]}, {ARGV[2], ARGV[4]})
+return 1`;
 
 type Call = <T>(run: () => Promise<T>) => Promise<T>;
 
-export function openRedisDomainStores(client: Redis, call: Call): { projects: ProjectStore; domains: DomainStore } {
+export function openRedisDomainStores(client: Redis, call: Call): { projects: ProjectStore; domains: DomainStore; routeIndex: RedisRouteIndex } {
   // a removed domain must not get its certificate state back from a late writer
   client.defineCommand('porticoSetIfExists', { numberOfKeys: 2, lua: `if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('SET', KEYS[2], ARGV[1]) end return 1` });
-  const scripts = client as unknown as { porticoSetIfExists(exists: string, key: string, value: string): Promise<number> };
+  client.defineCommand('porticoSetRoute', { numberOfKeys: 3, lua: SET_ROUTE });
+  client.defineCommand('porticoSetStatus', { numberOfKeys: 2, lua: SET_STATUS });
+  client.defineCommand('porticoUpdateDomain', { numberOfKeys: 6, lua: UPDATE_DOMAIN });
+  const scripts = client as unknown as {
+    porticoSetIfExists(exists: string, key: string, value: string): Promise<number>;
+    porticoUpdateDomain(...args: Array<string>): Promise<number>;
+  };
+  const routeIndex = openRedisRouteIndex(client, call);
+  type Multi = ReturnType<Redis['multi']> & {
+    porticoSetRoute(...args: string[]): Multi;
+    porticoSetStatus(...args: string[]): Multi;
+  };
+  const multi = () => client.multi() as Multi;
   const readJson = async <T>(key: string): Promise<T | null> => {
     const text = await call(() => client.get(key));
     return text === null ? null : (JSON.parse(text) as T);
@@ -63,53 +102,45 @@ export function openRedisDomainStores(client: Redis, call: Call): { projects: Pr
       create: async (domain) => {
         const claimed = await call(() => client.set(`portico:domain:${domain.hostname}`, JSON.stringify(domain), 'NX'));
         if (claimed === null) return 'taken';
-        await call(() => client.multi().sadd(`portico:project:${domain.projectId}:domains`, domain.hostname).hset('portico:domain-status', domain.hostname, domain.status).exec());
+        await call(() => multi().porticoSetStatus(...STATUS_KEYS, domain.hostname, domain.status).sadd(`portico:project:${domain.projectId}:domains`, domain.hostname).exec());
         return null;
       },
       update: async (domain) => {
         const route = routeOf(domain);
-        const results = await call(() => {
-          const multi = client.multi().set(`portico:domain:${domain.hostname}`, JSON.stringify(domain), 'XX');
-          return (route ? multi.hset('portico:routes', domain.hostname, JSON.stringify(route)) : multi.hdel('portico:routes', domain.hostname))
-            .hset('portico:domain-status', domain.hostname, domain.status)
-            .exec();
-        });
-        if (results?.[0]?.[1] === null) {
-          // it was removed meanwhile: undo the side entries
-          await call(() => client.multi().hdel('portico:routes', domain.hostname).hdel('portico:domain-status', domain.hostname).exec());
-          return null;
-        }
+        const done = await call(() =>
+          scripts.porticoUpdateDomain(`portico:domain:${domain.hostname}`, ...SET_ROUTE_KEYS, ...STATUS_KEYS, JSON.stringify(domain), domain.hostname, route ? JSON.stringify(route) : '', domain.status),
+        );
+        if (done === 0) return null;
+        routeIndex.applyLocal(domain.hostname, route);
         return domain;
       },
       remove: async (hostname, at) => {
         const [domain] = await readDomains([hostname]);
         if (!domain) return null;
         await call(() =>
-          client
-            .multi()
+          multi()
+            .porticoSetRoute(...SET_ROUTE_KEYS, hostname, '')
+            .porticoSetStatus(...STATUS_KEYS, hostname, '')
             .set(`portico:domain-history:${hostname}`, JSON.stringify({ accountId: domain.accountId, removedAt: at }), 'EX', HISTORY_SECONDS)
             .del(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`)
             .srem(`portico:project:${domain.projectId}:domains`, hostname)
-            .hdel('portico:routes', hostname)
-            .hdel('portico:domain-status', hostname)
             .exec(),
         );
+        routeIndex.applyLocal(hostname, null);
         return domain;
       },
       previousOwner: (hostname) => readJson<{ accountId: string; removedAt: string }>(`portico:domain-history:${hostname}`),
-      routes: async () => {
-        const all = await scanHash(client, 'portico:routes', call);
-        return new Map(all.map(([hostname, text]) => [hostname, JSON.parse(text) as DomainRoute]));
-      },
       route: async (hostname) => {
         const text = await call(() => client.hget('portico:routes', hostname));
         return text === null ? null : (JSON.parse(text) as DomainRoute);
       },
+      indexedRoute: (hostname) => routeIndex.route(hostname),
       countByStatus: async () => {
-        const counts: Record<DomainStatus, number> = { pending: 0, verified: 0, failed: 0 };
-        for (const [, status] of await scanHash(client, 'portico:domain-status', call)) counts[status as DomainStatus]++;
-        return counts;
+        const stored = await call(() => client.hmget(STATUS_KEYS[1], 'pending', 'verified', 'failed'));
+        const [pending, verified, failed] = stored.map((n) => Math.max(0, Number(n ?? 0)));
+        return { pending, verified, failed } satisfies Record<DomainStatus, number>;
       },
-    }
+    },
+    routeIndex,
   };
 }

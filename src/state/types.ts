@@ -156,9 +156,14 @@ export interface DomainStore {
   remove(hostname: string, at: string): Promise<Domain | null>;
   /** the last account that had this hostname, and when it was removed */
   previousOwner(hostname: string): Promise<{ accountId: string; removedAt: string } | null>;
-  /** hostname → route for every domain that is served (verified) */
-  routes(): Promise<Map<string, DomainRoute>>;
+  /** the route of a served (verified) domain, read from the backend; null when it is not served */
   route(hostname: string): Promise<DomainRoute | null>;
+  /**
+   * The same, answered from this instance's routing index without I/O (DESIGN §8): what the request
+   * pipeline and the SNI callback use. The index is loaded when the store opens, follows every change
+   * this instance makes at once, and changes made by other instances on their change notice.
+   */
+  indexedRoute(hostname: string): DomainRoute | null;
   countByStatus(): Promise<Record<DomainStatus, number>>;
 }
 

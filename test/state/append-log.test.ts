@@ -236,6 +236,28 @@ t.test('compaction requested while appends are in flight loses none of them', as
   t.equal(state.size, 30);
 });
 
+t.test('compaction right after a batch keeps what its writers apply once it is acknowledged (they apply it after the fsync)', async (t) => {
+  const file = logFile(t);
+  const { log } = await openLog(file);
+  // the owner's state, updated once each append is durable, the way Tables and the domain index do
+  const state = new Map<number, number>();
+  const put = async (k: number, v: number) => {
+    await log.append({ k, v });
+    state.set(k, v);
+  };
+  const writes = Array.from({ length: 40 }, (_, i) => put(i, i));
+  log.requestCompaction(() => [...state].map(([k, v]) => ({ k, v })));
+  await Promise.all(writes);
+  await log.close();
+
+  const replayed = new Map<number, number>();
+  for (const r of await replayOnly(file)) {
+    const { k, v } = r as { k: number; v: number };
+    replayed.set(k, v);
+  }
+  t.equal(replayed.size, 40, 'every acknowledged record is in the compacted log');
+});
+
 t.test('a compacted log survives reopen and compacting again', async (t) => {
   const file = logFile(t);
   const { log } = await openLog(file);
