@@ -4,6 +4,11 @@ import type { Http2ServerResponse } from 'node:http2';
 
 export type Response = ServerResponse | Http2ServerResponse;
 
+/** name, value, name, value, …: what writeHead takes in one call */
+export type HeaderList = Array<string | number>;
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
 export const ERRORS = {
   invalid_request: [400, 'The request is not valid.'],
   invalid_hostname: [400, 'The hostname is not valid.'],
@@ -56,13 +61,20 @@ export function sendJson(res: Response, status: number, value: unknown, headers:
   sendJsonText(res, status, value === undefined ? '' : JSON.stringify(value), headers);
 }
 
-/** JSON that is already serialised (a cached answer) */
-export function sendJsonText(res: Response, status: number, body: string, headers: Record<string, string> = {}): void {
-  for (const [name, v] of Object.entries(headers)) res.setHeader(name, v);
-  if (body) {
-    res.setHeader('content-type', 'application/json; charset=utf-8');
-    res.setHeader('content-length', Buffer.byteLength(body));
+/**
+ * JSON that is already serialised (a cached answer, with its `byteLength` when known). Status and
+ * headers go out in one writeHead; a HeaderList is extended in place, not copied. Headers set earlier
+ * with setHeader are kept, those given here win.
+ */
+export function sendJsonText(res: Response, status: number, body: string, headers: Record<string, string> | HeaderList = {}, byteLength?: number): void {
+  let list: HeaderList;
+  if (Array.isArray(headers)) list = headers;
+  else {
+    list = [];
+    for (const name in headers) list.push(name, headers[name]);
   }
-  res.statusCode = status;
+  if (body) list.push('content-type', JSON_TYPE, 'content-length', byteLength ?? Buffer.byteLength(body));
+  // Http2ServerResponse takes the same flat list (its types only admit strings)
+  (res as ServerResponse).writeHead(status, list);
   res.end(body);
 }

@@ -1,6 +1,6 @@
 // The /v1 API served by Portico itself (DESIGN §4).
 import type { Config } from '../config.ts';
-import { HttpError, sendError, sendJson, sendJsonText, type Response } from '../errors.ts';
+import { HttpError, sendError, sendJsonText, type HeaderList, type Response } from '../errors.ts';
 import type { Decision, RateLimiter } from '../ratelimit/limiter.ts';
 import type { Account, Environment, Stores } from '../state/types.ts';
 import type { Forwarder } from '../proxy/forward.ts';
@@ -31,12 +31,15 @@ interface Call {
   request: ApiRequest;
   account: Account | null;
   params: string[];
+  /** the limiter's decision: its X-RateLimit-* headers go on the answer */
+  decision: Decision;
 }
 
 type Operation = (call: Call) => Promise<void>;
 
 interface Resource {
-  pattern: RegExp;
+  /** a path without parameters, or a pattern whose groups are the parameters */
+  pattern: string | RegExp;
   methods: Record<string, Operation>;
   /** no key needed (counted per client IP) */
   public?: boolean;
@@ -56,8 +59,10 @@ export interface ApiDeps {
 
 export function createApi(deps: ApiDeps): (req: Request, res: Response, request: ApiRequest) => Promise<void> {
   const { config, stores, limiter } = deps;
-  const forwardToUpstream: Operation = async ({ req, res, request, account }) => {
+  const forwardToUpstream: Operation = async ({ req, res, request, account, decision }) => {
     if (!config.api.upstream) throw new HttpError('not_found');
+    // the forwarder writes the upstream's head: ours joins it from here
+    setRateLimitHeaders(res, decision);
     // the path is kept whole (`/v1/pets/7`) below the upstream's own base path
     const url = new URL(request.path.slice(1) + request.query, withSlash(config.api.upstream));
     await deps.forwarder.forward(req, res, { origin: url.origin, path: url.pathname + url.search }, {
@@ -70,39 +75,57 @@ export function createApi(deps: ApiDeps): (req: Request, res: Response, request:
 
   const resources: Resource[] = [
     {
-      pattern: /^\/v1\/categories$/,
+      pattern: '/v1/categories',
       methods: {
-        GET: async ({ res, request }) => sendJsonText(res, 200, serialised(await stores.categories.list(request.environment))),
-        POST: async ({ req, res, request }) => {
-          const fields = parseNewCategory(await readJsonObject(req, config.api.maxBodyBytes));
-          const created = await stores.categories.create(request.environment, fields, config.api.maxCategories);
+        GET: async (call) => {
+          const list = serialised(await stores.categories.list(call.request.environment));
+          answer(call, 200, list.text, [], list.byteLength);
+        },
+        POST: async (call) => {
+          const fields = parseNewCategory(await readJsonObject(call.req, config.api.maxBodyBytes));
+          const created = await stores.categories.create(call.request.environment, fields, config.api.maxCategories);
           if (created === 'full') throw new HttpError('conflict', `This environment already holds the maximum of ${config.api.maxCategories} categories.`);
-          sendJson(res, 201, created, { location: `/v1/categories/${created.id}` });
+          answer(call, 201, JSON.stringify(created), ['location', `/v1/categories/${created.id}`]);
         },
       },
     },
     {
       pattern: /^\/v1\/categories\/([^/]+)$/,
       methods: {
-        GET: async ({ res, request, params }) => {
+        GET: async (call) => {
+          const { params } = call;
           const id = parseCategoryId(params[0]);
-          const category = id === null ? null : await stores.categories.get(request.environment, id);
+          const category = id === null ? null : await stores.categories.get(call.request.environment, id);
           if (!category) throw new HttpError('not_found', `No category with id ${params[0]}.`);
-          sendJson(res, 200, category);
+          answer(call, 200, JSON.stringify(category));
         },
       },
     },
     { pattern: /^\/v1\/pets\/([^/]+)$/, methods: { GET: forwardToUpstream }, deprecated: true },
-    { pattern: /^\/v1\/store\/orders$/, methods: { GET: forwardToUpstream } },
-    { pattern: /^\/v1\/openapi\.json$/, methods: { GET: async ({ res }) => sendJson(res, 200, deps.openapi()) }, public: true },
+    { pattern: '/v1/store/orders', methods: { GET: forwardToUpstream } },
+    { pattern: '/v1/openapi.json', methods: { GET: async (call) => answer(call, 200, JSON.stringify(deps.openapi())) }, public: true },
   ];
+  const byPath = new Map<string, Resource>();
+  for (const resource of resources) if (typeof resource.pattern === 'string') byPath.set(resource.pattern, resource);
+  const byPattern = resources.filter((resource) => resource.pattern instanceof RegExp);
 
   // stores hand out the same list object until it changes: serialise each one once
-  const json = new WeakMap<object, string>();
-  const serialised = (value: object): string => {
-    let text = json.get(value);
-    if (text === undefined) json.set(value, (text = JSON.stringify(value)));
-    return text;
+  const json = new WeakMap<object, { text: string; byteLength: number }>();
+  const serialised = (value: object): { text: string; byteLength: number } => {
+    let body = json.get(value);
+    if (body === undefined) {
+      const text = JSON.stringify(value);
+      json.set(value, (body = { text, byteLength: Buffer.byteLength(text) }));
+    }
+    return body;
+  };
+
+  // account → its limiter subject per environment; the store hands out one object per account until it changes
+  const subjects: Record<Environment, WeakMap<Account, string>> = { production: new WeakMap(), staging: new WeakMap() };
+  const subjectOf = (account: Account, environment: Environment): string => {
+    let subject = subjects[environment].get(account);
+    if (subject === undefined) subjects[environment].set(account, (subject = `${account.id}:${environment}`));
+    return subject;
   };
 
   const deprecationHeaders = {
@@ -120,14 +143,16 @@ export function createApi(deps: ApiDeps): (req: Request, res: Response, request:
   // 5. run the operation; its HttpError becomes the Error body.
   return async function handleApi(req, res, request) {
     const { outcome } = request;
-    let resource: Resource | undefined;
-    let params: string[] = [];
-    for (const candidate of resources) {
-      const match = candidate.pattern.exec(request.path);
-      if (match) {
-        resource = candidate;
-        params = match.slice(1).map(safeDecode);
-        break;
+    let resource = byPath.get(request.path);
+    let params: string[] = NO_PARAMS;
+    if (resource === undefined) {
+      for (const candidate of byPattern) {
+        const match = (candidate.pattern as RegExp).exec(request.path);
+        if (match) {
+          resource = candidate;
+          params = match.slice(1).map(safeDecode);
+          break;
+        }
       }
     }
     if (resource?.deprecated) for (const [name, value] of Object.entries(deprecationHeaders)) res.setHeader(name, value);
@@ -138,13 +163,25 @@ export function createApi(deps: ApiDeps): (req: Request, res: Response, request:
     outcome.accountId = account?.id;
     outcome.plan = account?.plan ?? 'anonymous';
 
-    const subject = account ? `${account.id}:${request.environment}` : `ip:${request.clientIp}:${request.environment}`;
+    const subject = account ? subjectOf(account, request.environment) : `ip:${request.clientIp}:${request.environment}`;
     const decision = await limiter.consume(subject, limitFor(account, config), config.ratelimit.ban);
     outcome.decision = decision.reason;
     deps.onDecision(outcome.plan, decision.reason);
-    res.setHeader('x-ratelimit-limit', decision.limit);
-    res.setHeader('x-ratelimit-remaining', decision.remaining);
-    res.setHeader('x-ratelimit-reset', decision.reset);
+    const method = req.method === 'HEAD' ? 'GET' : req.method!;
+    // own properties only: an HTTP/2 :method may be any token, `toString` included
+    const operation = resource && Object.hasOwn(resource.methods, method) ? resource.methods[method] : undefined;
+    if (decision.allowed && (account || isPublic) && operation) {
+      try {
+        await operation({ req, res, request, account, params, decision });
+      } catch (err) {
+        // the Error body is written by the caller: with the same X-RateLimit-* headers
+        if (!res.headersSent) setRateLimitHeaders(res, decision);
+        throw err;
+      }
+      return;
+    }
+
+    setRateLimitHeaders(res, decision);
     if (!decision.allowed) {
       sendError(res, decision.reason === 'key_banned' ? 'key_banned' : 'rate_limited', undefined, { 'retry-after': String(decision.retryAfter) });
       return;
@@ -155,13 +192,23 @@ export function createApi(deps: ApiDeps): (req: Request, res: Response, request:
       return;
     }
     if (!resource) throw new HttpError('not_found', `No route for ${request.path}.`);
-    const method = req.method === 'HEAD' ? 'GET' : req.method!;
-    const operation = resource.methods[method];
-    if (!operation) {
-      throw new HttpError('method_not_allowed', `${req.method} is not allowed on ${request.path}.`, { allow: allowed(resource) });
-    }
-    await operation({ req, res, request, account, params });
+    throw new HttpError('method_not_allowed', `${req.method} is not allowed on ${request.path}.`, { allow: allowed(resource) });
   };
+}
+
+const NO_PARAMS: string[] = [];
+
+/** An operation's answer: status, X-RateLimit-*, `headers` and the JSON body in one writeHead. */
+function answer(call: Call, status: number, body: string, headers: HeaderList = [], byteLength?: number): void {
+  const { decision } = call;
+  headers.push('x-ratelimit-limit', decision.limit, 'x-ratelimit-remaining', decision.remaining, 'x-ratelimit-reset', decision.reset);
+  sendJsonText(call.res, status, body, headers, byteLength);
+}
+
+function setRateLimitHeaders(res: Response, decision: Decision): void {
+  res.setHeader('x-ratelimit-limit', decision.limit);
+  res.setHeader('x-ratelimit-remaining', decision.remaining);
+  res.setHeader('x-ratelimit-reset', decision.reset);
 }
 
 function allowed(resource: Resource): string {

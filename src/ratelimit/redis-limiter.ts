@@ -1,53 +1,74 @@
 // The shared limiter: every instance counts in one Redis, one script call per request.
 // Keys of one subject: portico:rl:{<subject>}:m:<minute start>, :d:<day start>, :ref, :ban — one
 // hash tag, so a Redis Cluster keeps them in one slot and the script may touch them all.
+import type { ConnectionOptions } from 'node:tls';
 import type { Redis } from 'ioredis';
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
 import { LIMITER_SCRIPT } from './limiter-script.ts';
+import { bulk, LimiterConnection, type Reply } from './limiter-connection.ts';
 import { bannedDecision, windowDecision, windowsAt } from './windows.ts';
 
-const COMMAND = 'porticoRateLimit';
 const ALLOWED = 0;
 const BANNED = 2;
+/** numkeys, 3 keys, 6 arguments */
+const ARG_COUNT = 10;
+const NOW_FROM_REDIS = bulk('');
+const SUBJECTS_MAX = 10_000;
 
-type Reply = [code: number, minuteUsed: number, dayUsed: number, nowMs: number, banEndMs: number];
-type ScriptCall = (ban: string, refusals: string, windowPrefix: string, ...argv: string[]) => Promise<Reply>;
+/** the RESP of the limit and ban arguments, kept while the values stay the same */
+interface LimitArgs {
+  perMinute: number;
+  perDay: number;
+  ban: BanPolicy;
+  text: string;
+}
 
 export class RedisLimiter implements RateLimiter {
-  #run: ScriptCall;
-  #timeoutMs: number | undefined;
+  #connection: LimiterConnection;
   // subject → ban end (ms). A banned client that keeps hammering is answered here, without a Redis
   // round trip, until its ban ends. Measured on this process's clock, Redis's TIME set the end:
   // skew between the two only moves the moment the next request goes to Redis again.
   #bans = new Map<string, number>();
   #sweepBansAt = 1024;
+  // subject → the RESP of numkeys and its three keys: the same few subjects call again and again
+  #keys = new Map<string, string>();
+  #limitArgs = new WeakMap<Limit, LimitArgs>();
 
-  // The client belongs to the caller (it is shared with the stores), so close() leaves it open.
-  // It should have enableOfflineQueue: false and a commandTimeout, so a dead Redis fails fast.
+  // The client belongs to the caller (it is shared with the stores), so close() leaves it open. The
+  // limiter makes its own connection to the same server with the client's options (see
+  // limiter-connection.ts for why), bounds each call by the client's commandTimeout, and closes that
+  // connection with close() or when the client ends.
   constructor(client: Redis) {
-    // defineCommand sends EVALSHA and falls back to EVAL on NOSCRIPT (after SCRIPT FLUSH or a
-    // restart), so the script is never loaded by hand.
-    client.defineCommand(COMMAND, { lua: LIMITER_SCRIPT, numberOfKeys: 3 });
-    this.#run = (client as unknown as Record<typeof COMMAND, ScriptCall>)[COMMAND].bind(client);
-    this.#timeoutMs = client.options.commandTimeout;
+    const o = client.options;
+    this.#connection = new LimiterConnection({
+      host: o.host,
+      port: o.port,
+      path: (o as { path?: string }).path,
+      family: o.family,
+      // ioredis leaves unset options null or undefined
+      username: o.username ?? undefined,
+      password: o.password ?? undefined,
+      db: o.db ? Number(o.db) : undefined,
+      tls: (o as { tls?: ConnectionOptions | boolean }).tls || undefined,
+      connectTimeoutMs: o.connectTimeout,
+      commandTimeoutMs: o.commandTimeout,
+      connectionName: o.connectionName ? `${o.connectionName}-limiter` : undefined,
+    }, LIMITER_SCRIPT);
+    client.once('end', () => this.#connection.close());
   }
 
   async consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number): Promise<Decision> {
-    const banEnd = this.#bans.get(subject);
-    if (banEnd !== undefined) {
-      const now = nowMs ?? Date.now();
-      if (banEnd > now) return bannedDecision(limit, banEnd, now);
-      this.#bans.delete(subject);
+    if (this.#bans.size !== 0) {
+      const banEnd = this.#bans.get(subject);
+      if (banEnd !== undefined) {
+        const now = nowMs ?? Date.now();
+        if (banEnd > now) return bannedDecision(limit, banEnd, now);
+        this.#bans.delete(subject);
+      }
     }
 
-    const base = `portico:rl:{${escapeTag(subject)}}:`;
-    const call = this.#run(
-      base + 'ban', base + 'ref', base,
-      nowMs === undefined ? '' : String(Math.floor(nowMs)),
-      String(limit.perMinute), String(limit.perDay),
-      String(ban.refusals), String(ban.windowSeconds * 1000), String(ban.banSeconds * 1000),
-    );
-    const [code, minuteUsed, dayUsed, now, banEndMs] = await withTimeout(call, this.#timeoutMs);
+    const args = this.#keysOf(subject) + (nowMs === undefined ? NOW_FROM_REDIS : bulk(String(Math.floor(nowMs)))) + this.#limitArgsOf(limit, ban);
+    const [code, minuteUsed, dayUsed, now, banEndMs] = replyOf(await this.#connection.run(args, ARG_COUNT));
 
     if (code === BANNED) {
       this.#rememberBan(subject, banEndMs);
@@ -62,8 +83,30 @@ export class RedisLimiter implements RateLimiter {
     return decision;
   }
 
+  #keysOf(subject: string): string {
+    let text = this.#keys.get(subject);
+    if (text === undefined) {
+      const base = `portico:rl:{${escapeTag(subject)}}:`;
+      text = bulk('3') + bulk(base + 'ban') + bulk(base + 'ref') + bulk(base);
+      // anonymous callers are counted per IP: drop the oldest subject rather than grow without bound
+      if (this.#keys.size >= SUBJECTS_MAX) this.#keys.delete(this.#keys.keys().next().value!);
+      this.#keys.set(subject, text);
+    }
+    return text;
+  }
+
+  #limitArgsOf(limit: Limit, ban: BanPolicy): string {
+    const cached = this.#limitArgs.get(limit);
+    if (cached !== undefined && cached.ban === ban && cached.perMinute === limit.perMinute && cached.perDay === limit.perDay) return cached.text;
+    const text = bulk(String(limit.perMinute)) + bulk(String(limit.perDay)) +
+      bulk(String(ban.refusals)) + bulk(String(ban.windowSeconds * 1000)) + bulk(String(ban.banSeconds * 1000));
+    this.#limitArgs.set(limit, { perMinute: limit.perMinute, perDay: limit.perDay, ban, text });
+    return text;
+  }
+
   async close(): Promise<void> {
     this.#bans.clear();
+    this.#connection.close();
   }
 
   #rememberBan(subject: string, banEndMs: number): void {
@@ -82,18 +125,11 @@ function escapeTag(subject: string): string {
   return subject.replace(/[%{}]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase());
 }
 
-// ioredis's commandTimeout starts when a command is written; with auto-pipelining a command can first
-// wait for the pipeline in flight, and a NOSCRIPT reply costs a second trip. This bounds the whole
-// call, so no request waits on Redis longer than the configured timeout.
-function withTimeout<T>(promise: Promise<T>, ms: number | undefined): Promise<T> {
-  if (ms === undefined) return promise;
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      reject(Object.assign(new Error(`rate limit call to Redis took longer than ${ms} ms`), { code: 'REDIS_TIMEOUT' }));
-    }, ms);
-    promise.then(
-      (value) => { clearTimeout(timer); resolve(value); },
-      (err: unknown) => { clearTimeout(timer); reject(err); },
-    );
-  });
+/** {code, minuteUsed, dayUsed, nowMs, banEndMs}: see limiter-script.ts */
+function replyOf(reply: Reply): [number, number, number, number, number] {
+  if (!Array.isArray(reply) || reply.length !== 5 || typeof reply[0] !== 'number' || typeof reply[1] !== 'number' ||
+    typeof reply[2] !== 'number' || typeof reply[3] !== 'number' || typeof reply[4] !== 'number') {
+    throw new Error('rate limit script answered something else than five integers');
+  }
+  return reply as [number, number, number, number, number];
 }

@@ -1,6 +1,7 @@
-// Redis backend: shared by every instance. Hot reads (key lookups, category lists) go through a small
-// in-process cache; a change publishes on `portico:invalidate` so every instance drops its copy at
-// once, every cache is flushed when the subscriber reconnects, and entries live at most 60 s.
+// Redis backend: shared by every instance. Hot reads (key lookups, accounts, category lists) go through
+// a small in-process cache, so an authenticated /v1 read makes no Redis round trip besides the
+// limiter's; a change publishes on `portico:invalidate` so every instance drops its copy at once,
+// every cache is flushed when the subscriber reconnects, and entries live at most 60 s.
 // When Redis cannot be reached, reads fall back to the last data this instance saw (DESIGN §4,
 // `onRedisDown: local`); writes reject with code STATE_UNAVAILABLE.
 import { Redis } from 'ioredis';
@@ -9,8 +10,12 @@ import { openRedisDomainStores } from './redis-domains.ts';
 
 const CHANNEL = 'portico:invalidate';
 const FRESH_MS = 60_000;
+// an entry read this long ago is read again in the background while it keeps answering, so under
+// steady traffic no request waits for those reads
+const REFRESH_AFTER_MS = 50_000;
 const CACHE_MAX = 100_000;
 const SUSPECT_MS = 2_000;
+const READY_WAIT_MS = 5_000;
 
 // Cap check, id assignment and write in one atomic step: ids are never reused, the cap never overshot.
 const CREATE_CATEGORY = `
@@ -34,6 +39,36 @@ return text`;
 interface Cached<T> {
   value: T;
   at: number;
+  /** resolves to `value`: a hit hands it out instead of making a new promise */
+  answer: Promise<T>;
+}
+
+/**
+ * One cache of the hot reads. `version` moves on every invalidation (delete, clear): a read that
+ * started before an invalidation neither fills the cache nor is shared with requests made after it,
+ * so a revoked key or a changed plan is never put back by a read that was already in flight.
+ */
+class Cache<K, T> extends Map<K, Cached<T>> {
+  version = 0;
+  /** the read in flight per id, shared by the requests that miss meanwhile */
+  loading = new Map<K, { version: number; promise: Promise<T> }>();
+
+  override delete(id: K): boolean {
+    this.version++;
+    this.loading.delete(id);
+    return super.delete(id);
+  }
+
+  override clear(): void {
+    this.version++;
+    this.loading.clear();
+    super.clear();
+  }
+
+  /** makes room without counting as an invalidation */
+  evictOldest(): void {
+    super.delete(this.keys().next().value as K);
+  }
 }
 
 export interface RedisConnections {
@@ -68,30 +103,10 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
     porticoCreateCategory(...args: unknown[]): Promise<number>;
     porticoRevokeKey(key: string, at: string): Promise<string | null>;
   };
-  const keyCache = new Map<string, Cached<ApiKey | null>>();
-  const categoryLists = new Map<Environment, Cached<Category[]>>();
-  const accountCache = new Map<string, Cached<Account | null>>();
+  const keyCache = new Cache<string, ApiKey | null>();
+  const categoryLists = new Cache<Environment, Category[]>();
+  const accountCache = new Cache<string, Account | null>();
 
-  const handlers: Array<(topic: string) => void> = [];
-  const flush = () => {
-    keyCache.clear();
-    categoryLists.clear();
-    accountCache.clear();
-    for (const handler of handlers) handler('*');
-  };
-  subscriber.on('message', (_channel: string, message: string) => {
-    const [kind, id] = splitOnce(message);
-    if (kind === 'key') keyCache.delete(id);
-    else if (kind === 'categories') categoryLists.delete(id as Environment);
-    else if (kind === 'account') accountCache.delete(id);
-    else if (kind === 'domain' || kind === 'project') for (const handler of handlers) handler(message);
-    else flush();
-  });
-  // messages may have been missed while disconnected
-  subscriber.on('ready', flush);
-  await subscriber.subscribe(CHANNEL).catch(() => undefined);
-
-  const publish = (message: string) => client.publish(CHANNEL, message).catch(() => undefined);
   // After a failure, a command is preceded by a PING until Redis answers again: a frozen Redis
   // (SIGSTOP, a stalled network) still looks connected, and a write sent to it would be applied
   // later although its caller was told 503.
@@ -104,25 +119,81 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
       throw stateUnavailable(err);
     }
   };
-  /** A cached read: fresh entries for up to 60 s, the last known value while Redis is away. */
-  const readThrough = async <K, T>(cache: Map<K, Cached<T>>, id: K, load: () => Promise<T>): Promise<T> => {
+  const { projects, domains, routeIndex } = openRedisDomainStores(client, call);
+
+  const handlers: Array<(topic: string) => void> = [];
+  const flush = () => {
+    keyCache.clear();
+    categoryLists.clear();
+    accountCache.clear();
+    // a failed reload keeps the index it had; the next notice or reconnect tries again
+    routeIndex.reload().catch(() => undefined);
+    for (const handler of handlers) handler('*');
+  };
+  subscriber.on('message', (_channel: string, message: string) => {
+    const [kind, id] = splitOnce(message);
+    if (kind === 'key') keyCache.delete(id);
+    else if (kind === 'categories') categoryLists.delete(id as Environment);
+    else if (kind === 'account') accountCache.delete(id);
+    else if (kind === 'domain' || kind === 'project') {
+      // the routing index first (its own read), then whoever else follows the domain
+      if (kind === 'domain') routeIndex.refresh(id).catch(() => undefined);
+      for (const handler of handlers) handler(message);
+    } else flush();
+  });
+  // messages may have been missed while disconnected
+  subscriber.on('ready', flush);
+  await subscriber.subscribe(CHANNEL).catch(() => undefined);
+  // subscribed first, so a change made while the index loads is not missed; the client must be
+  // connected (it queues nothing offline), or the load fails at once while Redis is merely slow to answer
+  await connected(client, READY_WAIT_MS);
+  await routeIndex.load();
+
+  const publish = (message: string) => client.publish(CHANNEL, message).catch(() => undefined);
+  /**
+   * A cached read: fresh entries for up to 60 s (read again in the background after 50 s), the last
+   * known value while Redis is away. Concurrent misses for one id make one read.
+   */
+  const readThrough = <K, T>(cache: Cache<K, T>, id: K, load: () => Promise<T>): Promise<T> => {
     const cached = cache.get(id);
-    if (cached && fresh(cached)) return cached.value;
-    try {
-      const value = await call(load);
-      if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as K);
-      cache.set(id, { value, at: now() });
-      return value;
-    } catch (err) {
+    if (cached) {
+      const age = now() - cached.at;
+      if (age < REFRESH_AFTER_MS) return cached.answer;
+      if (age < FRESH_MS) {
+        loadInto(cache, id, load).catch(() => undefined);
+        return cached.answer;
+      }
+    }
+    return loadInto(cache, id, load).catch((err: unknown) => {
       if (cached) return cached.value;
       throw err;
-    }
+    });
+  };
+  const loadInto = <K, T>(cache: Cache<K, T>, id: K, load: () => Promise<T>): Promise<T> => {
+    const version = cache.version;
+    const inFlight = cache.loading.get(id);
+    if (inFlight && inFlight.version === version) return inFlight.promise;
+    const promise = call(load).then(
+      (value) => {
+        if (cache.loading.get(id)?.promise === promise) cache.loading.delete(id);
+        if (cache.version === version) {
+          if (!cache.has(id) && cache.size >= CACHE_MAX) cache.evictOldest();
+          cache.set(id, { value, at: now(), answer: Promise.resolve(value) });
+        }
+        return value;
+      },
+      (err: unknown) => {
+        if (cache.loading.get(id)?.promise === promise) cache.loading.delete(id);
+        throw err;
+      },
+    );
+    cache.loading.set(id, { version, promise });
+    return promise;
   };
   const readJson = async <T>(key: string): Promise<T | null> => {
     const text = await call(() => client.get(key));
     return text === null ? null : (JSON.parse(text) as T);
   };
-  const fresh = <T>(entry: Cached<T>): boolean => now() - entry.at < FRESH_MS;
 
   const fetchList = (environment: Environment): Promise<Category[]> =>
     readThrough(categoryLists, environment, async () => {
@@ -197,7 +268,8 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
         return { id, ...fields };
       },
     },
-    ...openRedisDomainStores(client, call),
+    projects,
+    domains,
     events: {
       publish: async (topic) => {
         await call(() => client.publish(CHANNEL, topic));
@@ -215,10 +287,25 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
       }
     },
     close: async () => {
+      routeIndex.close();
       subscriber.disconnect();
       client.disconnect();
     },
   };
+}
+
+/** Resolves once the client is ready, or after `ms` (its next command then reports what is wrong). */
+function connected(client: Redis, ms: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      client.off('ready', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    client.once('ready', done);
+  });
 }
 
 function splitOnce(message: string): [string, string] {

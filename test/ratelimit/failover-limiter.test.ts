@@ -134,7 +134,7 @@ t.test('a call queued behind a pipeline to a frozen Redis still ends within the 
   t.teardown(() => { try { process.kill(pid, 'SIGCONT'); } catch { /* already gone */ } });
   process.kill(pid, 'SIGSTOP');
   const first = limiter.consume('acct_queued:production', LIMIT, BAN).catch((err: unknown) => err);
-  // ioredis runs one auto-pipeline at a time: this one waits for the first before it is written.
+  // The second call waits behind the first on the same frozen connection.
   await sleep(50);
   const started = performance.now();
   const second = await limiter.consume('acct_queued:production', LIMIT, BAN).catch((err: unknown) => err);

@@ -92,7 +92,7 @@ t.test('SCRIPT FLUSH in the middle of traffic causes no errors and no lost count
   }
   t.equal(errors, 0);
   t.equal(allowed, 1000);
-  // The flush did bite: Redis answered NOSCRIPT, and ioredis resent the script.
+  // The flush did bite: Redis answered NOSCRIPT, and the limiter resent those calls with the script.
   t.match(await admin.info('errorstats'), /errorstat_NOSCRIPT:count=[1-9]/);
   const minute = Math.floor(NOW / 60_000) * 60;
   t.equal(await admin.get(`portico:rl:{acct_flush:production}:m:${minute}`), '1000');
