@@ -50,7 +50,7 @@ const HANDSHAKE_CONCURRENCY = 32;
 const H2_CLIENTS = CONNECTIONS;
 const H2_STREAMS = Number(process.env.BENCH_H2_STREAMS ?? 10);
 // 100k domains: the dataset sizes, starts per size, cold handshakes measured one by one, and the
-// cold handshakes (to distinct domains) made in bulk to watch RSS against the SNI cache bound (10,000)
+// cold handshakes (to distinct domains) made in bulk to watch RSS against the SNI cache bound (1,000)
 const SCALE_SIZES = (process.env.BENCH_SCALE_DOMAINS ?? '1000,100000').split(',').map(Number).filter((n) => n > 0).sort((a, b) => a - b);
 const SCALE_STARTS = QUICK ? 1 : 3;
 const SCALE_COLD = 200;
@@ -655,7 +655,7 @@ async function runScale(ctx: ScaleContext, withRedis: boolean): Promise<ScaleRes
     `Portico on core 0, started ${SCALE_STARTS}× per dataset (generated once in Portico's formats, one ECDSA P-256 certificate for every name); from the spawn on, a client on the load core tries a handshake for a never-seen domain every 5 ms: "first handshake served" is when one succeeds with the stored certificate.`,
     `Then ${SCALE_COLD} handshakes one at a time, each to a never-seen domain followed by one to a cached domain (tls.connect → secureConnect, no session, client on the load core).`,
     SCALE_PROBE_SECONDS > 0 ? `Then (${fmtInt(largest)}, embedded) a handshake to the cached domain every 20 ms for ${SCALE_PROBE_SECONDS} s, to see the event loop stall (certificate sweep every 60 s).` : '',
-    SCALE_BULK > 0 ? `Then (${fmtInt(largest)}) ${fmtInt(SCALE_BULK)} handshakes to distinct never-seen domains, ${SCALE_CONCURRENCY} at a time, RSS read every ${fmtInt(SCALE_BULK_STEP)} (SNI cache: LRU of 10,000 SecureContexts), and ${fmtInt(SCALE_BULK_STEP)} to the cached domain for the CPU per cached handshake.` : '',
+    SCALE_BULK > 0 ? `Then (${fmtInt(largest)}) ${fmtInt(SCALE_BULK)} handshakes to distinct never-seen domains, ${SCALE_CONCURRENCY} at a time, RSS read every ${fmtInt(SCALE_BULK_STEP)} (SNI cache: LRU of 1,000 SecureContexts), and ${fmtInt(SCALE_BULK_STEP)} to the cached domain for the CPU per cached handshake.` : '',
   ].filter(Boolean).join('\n'));
   const cacheRoot = path.join(import.meta.dirname, 'results', 'scale-cache');
   const out: ScaleResult = { runs: [], summary: [] };
