@@ -490,13 +490,10 @@ class Connection {
           return;
         }
         case State.ChunkSize: {
-          const nl = data.indexOf(10);
-          if (nl === -1) {
-            this.#stash(data);
-            return;
-          }
-          const line = this.#take(data, nl);
-          data = data.subarray(nl + 1);
+          const next = this.#nextLine(data);
+          if (next === null) return;
+          const { line } = next;
+          data = next.rest;
           const semi = line.indexOf(';');
           const hex = (semi === -1 ? line : line.slice(0, semi)).trim();
           if (!/^[0-9a-fA-F]{1,12}$/.test(hex)) throw new UpstreamError('other', 'the upstream sent a malformed chunk size');
@@ -520,27 +517,19 @@ class Connection {
         }
         case State.ChunkEnd: {
           // the CRLF after a chunk's data (it may arrive split)
-          const nl = data.indexOf(10);
-          if (nl === -1) {
-            this.#stash(data);
-            return;
-          }
-          const rest = this.#take(data, nl);
-          if (rest !== '' && rest !== '\r') throw new UpstreamError('other', 'the upstream sent a malformed chunk');
-          data = data.subarray(nl + 1);
+          const next = this.#nextLine(data);
+          if (next === null) return;
+          if (next.line !== '' && next.line !== '\r') throw new UpstreamError('other', 'the upstream sent a malformed chunk');
+          data = next.rest;
           this.#state = State.ChunkSize;
           break;
         }
         case State.Trailers: {
           // trailer fields are dropped (a proxy may); the section ends with an empty line
-          const nl = data.indexOf(10);
-          if (nl === -1) {
-            this.#stash(data);
-            return;
-          }
-          const line = this.#take(data, nl);
-          data = data.subarray(nl + 1);
-          if (line === '' || line === '\r') {
+          const next = this.#nextLine(data);
+          if (next === null) return;
+          data = next.rest;
+          if (next.line === '' || next.line === '\r') {
             this.#state = State.Done;
             if (data.length > 0) this.#keepAlive = false;
             this.#finish(undefined);
@@ -556,6 +545,16 @@ class Connection {
           return;
       }
     }
+  }
+
+  /** the next line (without its LF, with what was stashed before it) and the bytes after it; null: stashed, incomplete */
+  #nextLine(data: Buffer): { line: string; rest: Buffer } | null {
+    const nl = data.indexOf(10);
+    if (nl === -1) {
+      this.#stash(data);
+      return null;
+    }
+    return { line: this.#take(data, nl), rest: data.subarray(nl + 1) };
   }
 
   #stash(data: Buffer): void {
