@@ -54,6 +54,18 @@ export interface Spawned {
 const running = new Set<Spawned>();
 
 /** `command args…`, pinned to `cpus` when given (taskset execs, so the pid is the command's own). */
+/** Runs a command to its end; its stdout and stderr together, or an error with them when it fails. */
+export function output(command: string, args: string[], name: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let text = '';
+    child.stdout!.on('data', (d: Buffer) => { text += d; });
+    child.stderr!.on('data', (d: Buffer) => { text += d; });
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`${name} exited with ${code}:\n${text}`))));
+  });
+}
+
 export function spawnPinned(name: string, cpus: string | null, command: string, args: string[], options: { env?: NodeJS.ProcessEnv; stdio?: StdioOptions; cwd?: string } = {}): Spawned {
   const [cmd, argv] = wrap(cpus, command, args);
   const child = spawn(cmd, argv, { env: options.env ?? process.env, stdio: options.stdio ?? 'ignore', cwd: options.cwd });

@@ -28,7 +28,7 @@ import { openFileCertStores } from '../../src/certs/file-store.ts';
 import { renewalOpens } from '../../src/certs/types.ts';
 import { encodeSnapshot, type IndexEntry } from '../../src/state/domain-snapshot.ts';
 import { freePort } from '../../test/helpers/free-port.ts';
-import { cpuSeconds, processTree, sleep, stop, wrap } from './proc.ts';
+import { cpuSeconds, output, processTree, sleep, stop, wrap } from './proc.ts';
 import { startPortico, type Portico } from './portico.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -430,14 +430,7 @@ export interface ClientResult {
 
 export async function runScaleClient(ctx: ScaleContext, options: { port: number; mode: 'alternate' | 'bulk' | 'probe'; from: number; count: number; warm?: string; concurrency?: number; seconds?: number; intervalMs?: number }): Promise<ClientResult> {
   const [cmd, argv] = wrap(ctx.clientCpus, process.execPath, [CLIENT, JSON.stringify({ ...options, prefix: PREFIX, suffix: SUFFIX, expectCN: SCALE_CN })]);
-  const out = await new Promise<string>((resolve, reject) => {
-    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let text = '';
-    child.stdout.on('data', (d: Buffer) => { text += d; });
-    child.stderr.on('data', (d: Buffer) => { text += d; });
-    child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`scale client exited with ${code}:\n${text}`))));
-  });
+  const out = await output(cmd, argv, 'scale client');
   const found = out.split('\n').find((l) => l.startsWith('SCALE_JSON '));
   if (!found) throw new Error(`scale client printed no summary:\n${out}`);
   return JSON.parse(found.slice('SCALE_JSON '.length)) as ClientResult;

@@ -1,8 +1,7 @@
 // Runs bench/tls-client.ts as its own process (on the load side's cores) and reads its summary.
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type { LoadResult } from './wrk.ts';
-import { wrap } from './proc.ts';
+import { output, wrap } from './proc.ts';
 
 const CLIENT = path.join(import.meta.dirname, '..', 'tls-client.ts');
 
@@ -21,14 +20,7 @@ export interface HandshakeRun {
 export async function runHandshakes(run: HandshakeRun): Promise<LoadResult> {
   const { cpus, ...options } = run;
   const [cmd, argv] = wrap(cpus, process.execPath, [CLIENT, JSON.stringify(options)]);
-  const out = await new Promise<string>((resolve, reject) => {
-    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let text = '';
-    child.stdout.on('data', (d: Buffer) => { text += d; });
-    child.stderr.on('data', (d: Buffer) => { text += d; });
-    child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`handshake client exited with ${code}:\n${text}`))));
-  });
+  const out = await output(cmd, argv, 'handshake client');
   const line = out.split('\n').find((l) => l.startsWith('HS_JSON '));
   if (!line) throw new Error(`handshake client printed no summary:\n${out}`);
   const r = JSON.parse(line.slice('HS_JSON '.length));

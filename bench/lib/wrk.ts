@@ -4,10 +4,10 @@
 // bench hosts file is bind-mounted over /etc/hosts (the real /etc/hosts is never touched); or the
 // URL names 127.0.0.1 and `Host:` carries the name (SNI is then the IP literal, which Portico accepts
 // without its Host/SNI check — the route code is the same, the SNI callback sees an IP).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { wrap } from './proc.ts';
+import { output, wrap } from './proc.ts';
 
 const LUA = path.join(import.meta.dirname, '..', 'wrk-report.lua');
 export const NAMES = ['bench.localhost', 'api.localhost'];
@@ -70,14 +70,7 @@ export async function runWrk(run: WrkRun): Promise<LoadResult> {
   const [cmd, argv] = !byIp && run.resolution.mode === 'namespace'
     ? ['unshare', ['-m', 'sh', '-c', 'mount --bind "$0" /etc/hosts && exec "$@"', run.resolution.hostsFile!, ...wrk]]
     : [wrk[0], wrk.slice(1)];
-  const out = await new Promise<string>((resolve, reject) => {
-    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let text = '';
-    child.stdout.on('data', (d: Buffer) => { text += d; });
-    child.stderr.on('data', (d: Buffer) => { text += d; });
-    child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited with ${code}:\n${text}`))));
-  });
+  const out = await output(cmd, argv, 'wrk');
   const line = out.split('\n').find((l) => l.startsWith('WRK_JSON '));
   if (!line) throw new Error(`wrk printed no summary:\n${out}`);
   const r = JSON.parse(line.slice('WRK_JSON '.length));
