@@ -1,26 +1,21 @@
 // JSON logs (pino). Keys and Authorization headers never reach a log line: access lines are built
 // from chosen fields only, and the redact list catches anything passed by mistake elsewhere.
 import { pino, type Logger } from 'pino';
+import { LogBuffer } from './log-buffer.ts';
 
 export type { Logger };
 
 const REDACT = ['key', '*.key', 'authorization', '*.authorization', 'headers.authorization', 'token', '*.token'];
 
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
-  // buffered: one write per ~16 KB instead of one per line (the access log is the bulk of it), and
-  // at least every 250 ms so a quiet server's lines still show up at once; flushed on shutdown, so
-  // only a crash can lose the last moment of lines
+  // stdout, buffered (src/log-buffer.ts): one write per ~16 KB instead of one per line (the access log
+  // is the bulk of it), and at least every 250 ms so a quiet server's lines still show up at once;
+  // flushed on exit, so only a crash can lose the last moment of lines
   let stream = destination;
   if (!stream) {
-    const buffered = pino.destination({ sync: false, minLength: 16_000 });
-    setInterval(() => {
-      try {
-        buffered.flush();
-      } catch {
-        // not ready yet (still opening): the next tick flushes
-      }
-    }, 250).unref();
-    stream = buffered as unknown as NodeJS.WritableStream;
+    const buffer = new LogBuffer(1);
+    process.on('exit', () => buffer.flushSync());
+    stream = buffer as unknown as NodeJS.WritableStream;
   }
   return pino({ level, base: { pid: process.pid }, redact: { paths: REDACT, censor: '[redacted]' } }, stream);
 }
