@@ -10,6 +10,10 @@
 //   d. full TLS handshake per request (a Node client that never offers a session), vs nginx and a bare
 //      Node HTTPS server
 //   e. resumed handshake per request (wrk with `Connection: close` resumes its session), vs nginx
+//   p. latency at equal load: a and b again, but each wrk connection pauses BENCH_PACE_MS (20) between
+//      an answer and its next request, so every server gets the same offered load below saturation;
+//      p50/p99 there are service times, not queueing behind a full core (which is what the p99 of a
+//      and b mostly is: 50 connections ÷ req/s)
 //   h2. scenario a over HTTP/2: h2load → Portico and → nginx (`listen … ssl http2`), and in the same
 //      run Portico and nginx over HTTP/1.1 (wrk), so HTTP/2 ÷ HTTP/1.1 is visible
 //   f. scale: 100,000 domains with stored certificates (embedded state, generated on disk and cached
@@ -20,7 +24,7 @@
 // script) on the other core(s). Each target is warmed up, then measured REPEATS times, interleaved.
 //
 // Environment: BENCH_QUICK=1 (5 s × 1 instead of 15 s × 3), BENCH_SECONDS, BENCH_REPEATS,
-// BENCH_ONLY=proxy,h2,v1,redirect,handshake,resume,scale, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
+// BENCH_ONLY=proxy,h2,v1,paced,redirect,handshake,resume,scale, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
 // afterwards, top self-time functions printed), BENCH_SRC=1 (run src/ instead of the build in dist/, which is
 // what `npm start` runs and what the bench builds and runs by default),
 // BENCH_H2_STREAMS (h2load -m, 10), BENCH_SCALE_DOMAINS (dataset sizes, "1000,100000"),
@@ -46,6 +50,8 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? (QUICK ? 1 : 3));
 const WARMUP = QUICK ? 1 : 3;
 const CONNECTIONS = 50;
 const HANDSHAKE_CONCURRENCY = 32;
+// scenario p: each connection's pause between an answer and its next request (≈ CONNECTIONS × 1000 ÷ PACE_MS req/s offered)
+const PACE_MS = Number(process.env.BENCH_PACE_MS ?? 20);
 // HTTP/2: h2load -c H2_CLIENTS -m H2_STREAMS (streams in flight per connection)
 const H2_CLIENTS = CONNECTIONS;
 const H2_STREAMS = Number(process.env.BENCH_H2_STREAMS ?? 10);
@@ -59,7 +65,7 @@ const SCALE_BULK_STEP = 1000;
 const SCALE_CONCURRENCY = 8;
 // a handshake to a cached domain every 20 ms for 70 s (crosses the 60 s certificate sweep): full runs only
 const SCALE_PROBE_SECONDS = Number(process.env.BENCH_SCALE_PROBE ?? (QUICK ? 0 : 70));
-const ALL = ['proxy', 'h2', 'v1', 'redirect', 'handshake', 'resume', 'scale'] as const;
+const ALL = ['proxy', 'h2', 'v1', 'paced', 'redirect', 'handshake', 'resume', 'scale'] as const;
 type ScenarioId = (typeof ALL)[number];
 const ONLY = new Set((process.env.BENCH_ONLY ?? ALL.join(',')).split(',').map((s) => s.trim()).filter(Boolean));
 const PROFILE = process.env.BENCH_PROFILE === '1' ? 'proxy' : process.env.BENCH_PROFILE ?? '';
@@ -383,8 +389,8 @@ async function main(): Promise<void> {
       if (existsSync(file)) truncateSync(file, 0);
     };
     const porticoPids = () => processTree(portico!.process.pid);
-    const wrk = (port: number, hostname: string, urlPath: string, extra: { scheme?: 'http' | 'https'; headers?: Record<string, string> } = {}) => (seconds: number) =>
-      runWrk({ scheme: extra.scheme ?? 'https', hostname, port, path: urlPath, headers: extra.headers, connections: CONNECTIONS, seconds, cpus: pinning.client, resolution });
+    const wrk = (port: number, hostname: string, urlPath: string, extra: { scheme?: 'http' | 'https'; headers?: Record<string, string>; paceMs?: number } = {}) => (seconds: number) =>
+      runWrk({ scheme: extra.scheme ?? 'https', hostname, port, path: urlPath, headers: extra.headers, connections: CONNECTIONS, seconds, cpus: pinning.client, resolution, paceMs: extra.paceMs });
     const handshakes = (port: number, hostname: string, urlPath: string, resume: boolean) => (seconds: number) =>
       runHandshakes({ port, servername: hostname, hostHeader: hostname, path: urlPath, concurrency: HANDSHAKE_CONCURRENCY, seconds, maxRequests: 250_000, resume, cpus: pinning.client });
     const nginxReuse = () => {
@@ -481,6 +487,32 @@ async function main(): Promise<void> {
           ],
         });
       }
+    }
+    if (tools.wrk && ONLY.has('paced')) {
+      const paced = { paceMs: PACE_MS };
+      const targets: Target[] = [{ name: 'Portico → origin, paced', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.https, 'bench.localhost', '/', paced) }];
+      const ratios: Ratio[] = [];
+      if (nginx) {
+        targets.push({ name: 'nginx → origin, paced', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, load: wrk(nginx.https, 'bench.localhost', '/', paced) });
+        ratios.push(
+          { label: 'Portico ÷ nginx p99 at equal load', num: 'Portico → origin, paced', den: 'nginx → origin, paced', metric: 'p99ms', target: { op: '<=', value: 2 } },
+          { label: 'Portico ÷ nginx req/s (the same offered load: ≈ 1)', num: 'Portico → origin, paced', den: 'nginx → origin, paced', metric: 'rps' },
+        );
+      } else skipped.push('p. paced proxy vs nginx: nginx unavailable');
+      if (redisUrl) {
+        targets.push(
+          { name: 'Portico /v1, paced', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.https, 'api.localhost', '/v1/categories', { headers: auth, ...paced }) },
+          { name: 'bare Node HTTPS, paced', pids: pidsOf(bare), onServerCore: true, load: wrk(barePort, 'api.localhost', '/v1/categories', paced) },
+        );
+        ratios.push({ label: 'Portico /v1 ÷ bare p99 at equal load', num: 'Portico /v1, paced', den: 'bare Node HTTPS, paced', metric: 'p99ms', target: { op: '<=', value: 2 } });
+      }
+      scenarios.push({
+        id: 'paced',
+        title: 'p. latency at equal load (a and b paced below saturation)',
+        describe: `wrk -t1 -c${CONNECTIONS}, each connection pausing ${PACE_MS} ms between an answer and its next request (≈ ${fmtInt((CONNECTIONS * 1000) / PACE_MS)} req/s offered to every server); p50/p99 are then service times, not the queue behind a saturated core`,
+        targets,
+        ratios,
+      });
     }
     if (tools.wrk && ONLY.has('redirect')) {
       await expectStatus('Portico redirect', get({ scheme: 'http', port: portico.http, hostname: 'bench.localhost', path: '/docs/start?x=1' }), 308);

@@ -1,5 +1,11 @@
 -- Appended to every wrk run of the bench: one machine-readable line with the totals and latency
--- percentiles (microseconds), read by bench/lib/wrk.ts.
+-- percentiles (microseconds), read by bench/lib/wrk.ts. WRK_PACE_MS: each connection waits that long
+-- between an answer and its next request (a paced, below-saturation load for latency at equal load).
+local pace = tonumber(os.getenv("WRK_PACE_MS") or "")
+if pace and pace > 0 then
+  delay = function() return pace end
+end
+
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(

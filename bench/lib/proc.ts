@@ -55,9 +55,9 @@ const running = new Set<Spawned>();
 
 /** `command args…`, pinned to `cpus` when given (taskset execs, so the pid is the command's own). */
 /** Runs a command to its end; its stdout and stderr together, or an error with them when it fails. */
-export function output(command: string, args: string[], name: string): Promise<string> {
+export function output(command: string, args: string[], name: string, env?: NodeJS.ProcessEnv): Promise<string> {
   return new Promise<string>((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: env ?? process.env });
     let text = '';
     child.stdout!.on('data', (d: Buffer) => { text += d; });
     child.stderr!.on('data', (d: Buffer) => { text += d; });

@@ -54,6 +54,8 @@ export interface WrkRun {
   seconds: number;
   cpus: string | null;
   resolution: Resolution;
+  /** each connection waits this long between an answer and its next request (paced load) */
+  paceMs?: number;
 }
 
 export async function runWrk(run: WrkRun): Promise<LoadResult> {
@@ -70,7 +72,7 @@ export async function runWrk(run: WrkRun): Promise<LoadResult> {
   const [cmd, argv] = !byIp && run.resolution.mode === 'namespace'
     ? ['unshare', ['-m', 'sh', '-c', 'mount --bind "$0" /etc/hosts && exec "$@"', run.resolution.hostsFile!, ...wrk]]
     : [wrk[0], wrk.slice(1)];
-  const out = await output(cmd, argv, 'wrk');
+  const out = await output(cmd, argv, 'wrk', run.paceMs ? { ...process.env, WRK_PACE_MS: String(run.paceMs) } : undefined);
   const line = out.split('\n').find((l) => l.startsWith('WRK_JSON '));
   if (!line) throw new Error(`wrk printed no summary:\n${out}`);
   const r = JSON.parse(line.slice('WRK_JSON '.length));
