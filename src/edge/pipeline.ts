@@ -142,7 +142,9 @@ export function createUpgradeHandler(deps: EdgeDeps): (req: IncomingMessage, soc
 /** The Host names another site than this connection's SNI (no SNI, or an IP literal SNI: Host decides). */
 function misdirected(socket: TLSSocket, hostname: string): boolean {
   const sni = socket.servername;
-  return Boolean(sni) && !isIpLiteral(sni as string) && (sni as string).toLowerCase() !== hostname;
+  // the same name (nearly every request) settles it before the IP-literal check's regular expression
+  if (!sni || sni === hostname) return false;
+  return !isIpLiteral(sni) && sni.toLowerCase() !== hostname;
 }
 
 /** The TCP peer (or its PROXY protocol source), then X-Forwarded-For when that peer is trusted. */
