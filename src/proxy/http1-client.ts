@@ -1,9 +1,9 @@
 // The upstream side of the forwarder: a lean HTTP/1.1 client (RFC 9112). This file is the pool: per
 // upstream origin a keep-alive set of TCP (or TLS) connections, one exchange at a time on each, and
 // the requests waiting for one. A connection (http1-connection.ts) writes the request head as one
-// string, parses the answer head (http1-head.ts) and streams its body (Content-Length, chunked, or up
-// to the close) into the caller's sink with back-pressure. It exists because a general client
-// (undici) spent most of a proxied request's CPU on work a proxy does not need.
+// string, parses the answer head (http1-head.ts) and streams its body (http1-body.ts: Content-Length,
+// chunked, or up to the close) into the caller's sink with back-pressure. It exists because a general
+// client (undici) spent most of a proxied request's CPU on work a proxy does not need.
 //
 // Rules it keeps:
 // - a connection is reused only after a complete exchange, with the request body fully sent, no bytes
@@ -16,11 +16,14 @@
 // - 1xx answers other than 101 are skipped; 101 outside an upgrade is refused;
 // - timeouts: connecting (connectTimeoutMs), and no byte from the upstream for timeoutMs while an
 //   exchange is open (covers the head and every gap in the body; not while a full sink holds the
-//   connection paused: then the wait is the visitor's).
+//   connection paused: then the wait is the visitor's);
+// - close(): idle connections close; requests waiting for a connection, and any made later, fail
+//   ('closed'); exchanges under way finish, then their connections close. No connection is opened
+//   after close(), not even for a retry.
 import net from 'node:net';
 import tls from 'node:tls';
 import { Connection, type Attempt, type ClientOptions, type Exchange, type Origin } from './http1-connection.ts';
-import type { UpstreamError } from './upstream-error.ts';
+import { UpstreamError } from './upstream-error.ts';
 
 export { UpstreamError, type UpstreamErrorKind } from './upstream-error.ts';
 export type { ClientOptions, Exchange, HeaderList, Sink } from './http1-connection.ts';
@@ -28,6 +31,7 @@ export type { ClientOptions, Exchange, HeaderList, Sink } from './http1-connecti
 export interface Http1Client {
   /** resolves when the answer was written to the sink in full (or the exchange was aborted) */
   request(origin: string, exchange: Exchange): Call;
+  /** exchanges under way finish; waiting and later requests fail with kind 'closed' */
   close(): void;
 }
 
@@ -104,10 +108,18 @@ export function createHttp1Client(options: ClientOptions): Http1Client {
     if (next) next.start(connect(origin));
   };
 
+  const refused = (): UpstreamError => new UpstreamError('closed', 'the upstream client is closed');
+
   return {
     request(originKey, exchange) {
+      if (closed) {
+        const pending = new Pending(exchange, () => undefined);
+        pending.fail(refused());
+        return pending;
+      }
       const origin = originOf(originKey);
-      const pending = new Pending(exchange, () => connect(origin));
+      // a retry after close() opens no connection: the request fails as its connection did
+      const pending = new Pending(exchange, () => (closed ? undefined : connect(origin)));
       const idle = takeIdle(origin);
       if (idle) pending.start(idle);
       else if (origin.count < options.maxConnections) pending.start(connect(origin));
@@ -124,6 +136,7 @@ export function createHttp1Client(options: ClientOptions): Http1Client {
       closed = true;
       for (const origin of origins.values()) {
         for (const conn of origin.idle.splice(0)) conn.destroy();
+        for (const waiting of origin.waiting.splice(0)) waiting.fail(refused());
       }
     },
   };
@@ -148,11 +161,12 @@ class Pending implements Call, Attempt {
   #resolve!: () => void;
   #reject!: (err: unknown) => void;
   #conn: Connection | undefined;
-  #fresh: () => Connection;
+  /** a new connection for the retry; undefined once the client is closed */
+  #fresh: () => Connection | undefined;
   #retried = false;
   #settled = false;
 
-  constructor(exchange: Exchange, fresh: () => Connection) {
+  constructor(exchange: Exchange, fresh: () => Connection | undefined) {
     this.exchange = exchange;
     this.#fresh = fresh;
     this.done = new Promise<void>((resolve, reject) => {
@@ -181,8 +195,10 @@ class Pending implements Call, Attempt {
   /** the connection failed before a byte of the answer: true when the request went again */
   retry(conn: Connection): boolean {
     if (this.#retried || this.#settled || !conn.reused || this.exchange.body !== null) return false;
+    const fresh = this.#fresh();
+    if (fresh === undefined) return false;
     this.#retried = true;
-    this.start(this.#fresh());
+    this.start(fresh);
     return true;
   }
 

@@ -1,9 +1,10 @@
 // One connection to an upstream and the exchange on it (RFC 9112): writes the request (head, then the
 // body with Content-Length or chunked framing), reads the answer (head by http1-head.ts, then the body
-// by its framing) into the sink with back-pressure, and tells the pool whether it may be reused. The
+// by http1-body.ts) into the sink with back-pressure, and tells the pool whether it may be reused. The
 // rules are listed at the top of http1-client.ts.
 import type net from 'node:net';
 import type { Readable } from 'node:stream';
+import { BodyReader, type BodyEvents, type Framing } from './http1-body.ts';
 import { parseAnswerHead, type HeaderList } from './http1-head.ts';
 import { UpstreamError } from './upstream-error.ts';
 
@@ -56,10 +57,6 @@ export interface Attempt {
 const MAX_HEAD = 64 * 1024;
 const HEAD_END = Buffer.from('\r\n\r\n');
 
-// where the parser is in the current answer
-const State = { Head: 0, Fixed: 1, ChunkSize: 2, ChunkData: 3, ChunkEnd: 4, Trailers: 5, UntilClose: 6, Done: 7 } as const;
-type State = typeof State[keyof typeof State];
-
 export interface PoolHooks {
   /** a finished exchange: the connection goes to the next waiting request, the idle list, or away */
   release(conn: Connection, reusable: boolean): void;
@@ -92,9 +89,17 @@ export class Connection {
   #gone = false;
   #call: Attempt | undefined;
   #sink: Sink | undefined;
-  #state: State = State.Done;
-  #pending: Buffer | null = null;
-  #remaining = 0;
+  /** the start of an answer head whose end has not come yet */
+  #partialHead: Buffer | null = null;
+  /** the answer's body; undefined while its head is read, null when it has none */
+  #body: BodyReader | null | undefined;
+  readonly #bodyEvents: BodyEvents = {
+    data: (chunk) => this.#write(chunk),
+    end: (last, extra) => {
+      if (extra) this.#keepAlive = false;
+      this.#finish(last);
+    },
+  };
   #keepAlive = true;
   #bodySent = true;
   #received = false;
@@ -148,8 +153,8 @@ export class Connection {
     const { exchange } = call;
     this.#call = call;
     this.#sink = undefined;
-    this.#state = State.Head;
-    this.#pending = null;
+    this.#partialHead = null;
+    this.#body = undefined;
     this.#keepAlive = true;
     this.#received = false;
     this.#headOnly = exchange.method === 'HEAD';
@@ -209,22 +214,15 @@ export class Connection {
   }
 
   #onEnd(): void {
-    if (this.#state === State.UntilClose) {
-      this.#state = State.Done;
-      this.#keepAlive = false;
-      this.#finish(undefined);
-      return;
-    }
+    // a body read to the close ends here
+    if (this.#body?.atClose()) return;
     if (this.#call) this.#fail(new UpstreamError('reset', 'the upstream closed the connection before the answer was complete'));
     else this.destroy();
   }
 
   #onClose(err: NodeJS.ErrnoException | undefined): void {
     if (this.#call) {
-      if (this.#state === State.UntilClose && err === undefined) {
-        this.#onEnd();
-        return;
-      }
+      if (err === undefined && this.#body?.atClose()) return;
       this.#fail(classify(err, this.#connected));
     }
     this.destroy();
@@ -263,123 +261,27 @@ export class Connection {
 
   #parse(chunk: Buffer, call: Attempt): void {
     let data = chunk;
-    while (data.length > 0 || this.#state === State.Done) {
-      switch (this.#state) {
-        case State.Head: {
-          if (this.#pending) {
-            data = Buffer.concat([this.#pending, data]);
-            this.#pending = null;
-          }
-          const end = data.indexOf(HEAD_END);
-          if (end === -1) {
-            if (data.length > MAX_HEAD) throw new UpstreamError('other', 'the upstream answer head is too large');
-            this.#pending = data;
-            return;
-          }
-          if (end > MAX_HEAD) throw new UpstreamError('other', 'the upstream answer head is too large');
-          const head = data.toString('latin1', 0, end);
-          data = data.subarray(end + 4);
-          this.#onHead(head, call);
-          if ((this.#state as State) === State.Done) {
-            // no body (HEAD, 204, 304, Content-Length: 0): anything after the head is a framing error
-            if (data.length > 0) this.#keepAlive = false;
-            this.#finish(undefined);
-            return;
-          }
-          break;
-        }
-        case State.Fixed: {
-          const n = this.#remaining;
-          if (data.length < n) {
-            this.#remaining -= data.length;
-            this.#write(data);
-            return;
-          }
-          this.#state = State.Done;
-          if (data.length > n) this.#keepAlive = false;
-          this.#finish(data.length === n ? data : data.subarray(0, n));
-          return;
-        }
-        case State.ChunkSize: {
-          const next = this.#nextLine(data);
-          if (next === null) return;
-          const { line } = next;
-          data = next.rest;
-          const semi = line.indexOf(';');
-          const hex = (semi === -1 ? line : line.slice(0, semi)).trim();
-          if (!/^[0-9a-fA-F]{1,12}$/.test(hex)) throw new UpstreamError('other', 'the upstream sent a malformed chunk size');
-          this.#remaining = parseInt(hex, 16);
-          this.#state = this.#remaining === 0 ? State.Trailers : State.ChunkData;
-          break;
-        }
-        case State.ChunkData: {
-          const n = this.#remaining;
-          if (data.length <= n) {
-            this.#remaining -= data.length;
-            if (this.#remaining === 0) this.#state = State.ChunkEnd;
-            this.#write(data);
-            return;
-          }
-          this.#write(data.subarray(0, n));
-          data = data.subarray(n);
-          this.#remaining = 0;
-          this.#state = State.ChunkEnd;
-          break;
-        }
-        case State.ChunkEnd: {
-          // the CRLF after a chunk's data (it may arrive split)
-          const next = this.#nextLine(data);
-          if (next === null) return;
-          if (next.line !== '' && next.line !== '\r') throw new UpstreamError('other', 'the upstream sent a malformed chunk');
-          data = next.rest;
-          this.#state = State.ChunkSize;
-          break;
-        }
-        case State.Trailers: {
-          // trailer fields are dropped (a proxy may); the section ends with an empty line
-          const next = this.#nextLine(data);
-          if (next === null) return;
-          data = next.rest;
-          if (next.line === '' || next.line === '\r') {
-            this.#state = State.Done;
-            if (data.length > 0) this.#keepAlive = false;
-            this.#finish(undefined);
-            return;
-          }
-          break;
-        }
-        case State.UntilClose:
-          this.#write(data);
-          return;
-        case State.Done:
-          if (data.length > 0) this.destroy();
-          return;
+    // the head, after any 1xx answers
+    while (this.#body === undefined) {
+      if (data.length === 0) return;
+      if (this.#partialHead) {
+        data = Buffer.concat([this.#partialHead, data]);
+        this.#partialHead = null;
       }
+      const end = data.indexOf(HEAD_END);
+      if (end === -1) {
+        if (data.length > MAX_HEAD) throw new UpstreamError('other', 'the upstream answer head is too large');
+        this.#partialHead = data;
+        return;
+      }
+      if (end > MAX_HEAD) throw new UpstreamError('other', 'the upstream answer head is too large');
+      const head = data.toString('latin1', 0, end);
+      data = data.subarray(end + 4);
+      this.#onHead(head, call);
     }
-  }
-
-  /** the next line (without its LF, with what was stashed before it) and the bytes after it; null: stashed, incomplete */
-  #nextLine(data: Buffer): { line: string; rest: Buffer } | null {
-    const nl = data.indexOf(10);
-    if (nl === -1) {
-      this.#stash(data);
-      return null;
-    }
-    return { line: this.#take(data, nl), rest: data.subarray(nl + 1) };
-  }
-
-  #stash(data: Buffer): void {
-    this.#pending = this.#pending ? Buffer.concat([this.#pending, data]) : data;
-    if (this.#pending.length > 4096) throw new UpstreamError('other', 'the upstream sent a malformed chunked body');
-  }
-
-  /** the line up to `nl` (exclusive), with whatever was stashed before it */
-  #take(data: Buffer, nl: number): string {
-    const line = data.toString('latin1', 0, nl);
-    if (!this.#pending) return line;
-    const whole = this.#pending.toString('latin1') + line;
-    this.#pending = null;
-    return whole;
+    // no body (HEAD, 204, 304, Content-Length: 0): anything after the head is a framing error
+    if (this.#body === null) this.#bodyEvents.end(undefined, data.length > 0);
+    else this.#body.push(data);
   }
 
   #onHead(head: string, call: Attempt): void {
@@ -394,20 +296,20 @@ export class Connection {
       const m = /timeout\s*=\s*(\d+)/i.exec(keepAliveHint);
       if (m) this.#keepAliveMs = Math.max(0, Math.min(this.#idleMs, Number(m[1]) * 1000 - 1000));
     }
+    let framing: Framing | null;
     if (this.#headOnly || status === 204 || status === 304) {
-      this.#state = State.Done;
+      framing = null;
     } else if (encoded) {
       // Transfer-Encoding wins over Content-Length; the pair smells of smuggling, so no reuse (RFC 9112 §6.3)
       if (contentLength !== -1) this.#keepAlive = false;
-      this.#state = chunked ? State.ChunkSize : State.UntilClose;
-      if (!chunked) this.#keepAlive = false;
+      framing = chunked ? 'chunked' : 'close';
     } else if (contentLength !== -1) {
-      this.#remaining = contentLength;
-      this.#state = contentLength === 0 ? State.Done : State.Fixed;
+      framing = contentLength === 0 ? null : { length: contentLength };
     } else {
-      this.#state = State.UntilClose;
-      this.#keepAlive = false;
+      framing = 'close';
     }
+    if (framing === 'close') this.#keepAlive = false;
+    this.#body = framing === null ? null : new BodyReader(framing, this.#bodyEvents);
     call.answered = true;
     this.#sink = call.exchange.onHead(status, headers, connection);
   }
@@ -452,7 +354,7 @@ export class Connection {
     // the answer is read: a sink still full (its visitor may have left, and 'drain' never come) no
     // longer holds the connection, which must read again (its close, the next answer)
     this.#resume();
-    const reusable = this.#keepAlive && this.#pending === null && !this.#gone;
+    const reusable = this.#keepAlive && !this.#gone;
     this.reused = true;
     call.finish();
     this.#hooks.release(this, reusable);

@@ -1,5 +1,6 @@
 // How a request to an upstream failed: the forwarder counts each kind and answers 502 or 504 by it.
-export type UpstreamErrorKind = 'connect' | 'timeout' | 'reset' | 'other';
+// 'closed': the client was closed (shutdown) before the request got a connection; it never went up.
+export type UpstreamErrorKind = 'connect' | 'timeout' | 'reset' | 'closed' | 'other';
 
 export class UpstreamError extends Error {
   readonly kind: UpstreamErrorKind;

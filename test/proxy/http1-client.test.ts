@@ -1196,6 +1196,63 @@ t.test('close(): idle connections are closed; one still answering finishes, then
   t.pass('and its connection closed after');
 });
 
+/** `done` settled within `ms`, or the test fails instead of hanging */
+function within<T>(done: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([done, sleep(ms).then(() => Promise.reject(new Error(`${what} did not settle within ${ms} ms`)))]);
+}
+
+t.test('close() fails a request waiting for a connection (closed); the one under way still finishes', async (t) => {
+  const held: RawRequest[] = [];
+  const upstream = await rawServer(t, (req) => held.push(req));
+  const client = newClient(t, { maxConnections: 1 });
+  const first = send(client, upstream.origin, { path: '/first' });
+  const waiting = send(client, upstream.origin, { path: '/waiting' });
+  await until(() => held.length === 1, 1_000, 'the first request at the upstream');
+  client.close();
+  const err = await within(failure(waiting.call.done), 1_000, 'the waiting request');
+  t.equal(err.kind, 'closed');
+  t.notOk(waiting.call.answered);
+  held[0].socket.write(answerOf('first'));
+  t.equal((await first.answer).body, 'first', 'the request under way was answered');
+  await upstream.closed[0];
+  t.pass('and its connection closed after');
+  t.same(upstream.requests.map((r) => r.head.split(' ')[1]), ['/first'], 'the waiting request never reached the upstream');
+  t.equal(upstream.accepted, 1);
+});
+
+t.test('a request after close() fails (closed) without connecting, to a known origin or a new one', async (t) => {
+  const upstream = await rawServer(t, (req) => req.socket.write(answerOf('ok')));
+  const other = await rawServer(t, (req) => req.socket.write(answerOf('ok')));
+  const client = newClient(t);
+  t.equal((await get(client, upstream.origin)).body, 'ok');
+  client.close();
+  await upstream.closed[0];
+  for (const origin of [upstream.origin, other.origin]) {
+    const sent = send(client, origin);
+    t.equal((await within(failure(sent.call.done), 1_000, 'the request after close()')).kind, 'closed', origin);
+    t.equal(sent.heads, 0);
+  }
+  await sleep(50);
+  t.equal(upstream.accepted, 1, 'no new connection to the known origin');
+  t.equal(other.accepted, 0, 'none to the new one');
+});
+
+t.test('after close(), a reused connection dropped before answering is not retried: reset, no new connection', async (t) => {
+  const upstream = await rawServer(t, (req) => {
+    // the retry, if one were made, would be answered
+    if (req.conn > 0 || req.index === 0) req.socket.write(answerOf('ok'));
+  });
+  const client = newClient(t);
+  t.equal((await get(client, upstream.origin)).body, 'ok');
+  const second = send(client, upstream.origin, { path: '/second' });
+  await until(() => upstream.requests.length === 2, 1_000, 'the second request at the upstream');
+  client.close();
+  upstream.requests[1].socket.destroy();
+  t.equal((await failure(second.call.done)).kind, 'reset');
+  await sleep(50);
+  t.equal(upstream.accepted, 1);
+});
+
 t.test('the Host header carries the origin\'s host and port; an IPv6 origin works', async (t) => {
   const hasV6 = await new Promise<boolean>((resolve) => {
     const probe = net.createServer().once('error', () => resolve(false)).listen(0, '::1', () => probe.close(() => resolve(true)));
