@@ -1,14 +1,25 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import net from 'node:net';
+import { selfSigned } from '../../src/certs/fallback.ts';
 import { freePort } from './free-port.ts';
 
 export interface RedisServer {
   url: string;
   port: number;
   process: ChildProcess;
+  /**
+   * TLS only: the certificate the server started with (self-signed for localhost and 127.0.0.1, made by startRedis),
+   * the file to trust it with (NODE_EXTRA_CA_CERTS, `redis-cli --tls --cacert`)
+   */
+  caFile?: string;
+  /**
+   * TLS only: kill the server and start it again on the same port with a new self-signed
+   * certificate, one that `caFile` does not hold (clients that trusted the first one must refuse it)
+   */
+  restartWithNewCertificate(): Promise<void>;
   /** SIGKILL the server (it comes back with restart()) */
   kill(): Promise<void>;
   restart(): Promise<void>;
@@ -29,26 +40,50 @@ async function waitForPort(port: number, timeoutMs = 5000): Promise<void> {
   }
 }
 
-/** Starts a private redis-server on a free loopback port, without persistence. */
-export async function startRedis(): Promise<RedisServer> {
+/**
+ * Starts a private redis-server on a free loopback port, without persistence. `tls`: TLS only (no
+ * plaintext port), with a new self-signed certificate (`caFile`), at `rediss://localhost:<port>`.
+ */
+export async function startRedis({ tls = false }: { tls?: boolean } = {}): Promise<RedisServer> {
   const dir = mkdtempSync(path.join(tmpdir(), 'portico-redis-'));
   const port = await freePort();
+  let listen = ['--port', String(port)];
+  let certificates = 0;
+  // a new certificate and key in `dir`, presented from the next launch on; returns the certificate's file
+  const newCertificate = async () => {
+    const pair = await selfSigned(['localhost', '127.0.0.1'], 1);
+    const certFile = path.join(dir, `cert-${++certificates}.pem`);
+    const keyFile = path.join(dir, `key-${certificates}.pem`);
+    writeFileSync(certFile, pair.cert);
+    writeFileSync(keyFile, pair.key, { mode: 0o600 });
+    listen = ['--port', '0', '--tls-port', String(port), '--tls-cert-file', certFile, '--tls-key-file', keyFile, '--tls-auth-clients', 'no'];
+    return certFile;
+  };
+  const caFile = tls ? await newCertificate() : undefined;
   let child: ChildProcess;
   const launch = async () => {
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+    child = spawn('redis-server', [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
     await waitForPort(port);
   };
   const exited = () => new Promise<void>((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) resolve();
     else child.once('exit', () => resolve());
   });
+  const kill = async () => { child.kill('SIGKILL'); await exited(); };
   await launch();
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: tls ? `rediss://localhost:${port}` : `redis://127.0.0.1:${port}`,
     port,
+    caFile,
     get process() { return child; },
-    async kill() { child.kill('SIGKILL'); await exited(); },
+    async restartWithNewCertificate() {
+      if (!tls) throw new Error('restartWithNewCertificate() needs startRedis({ tls: true })');
+      await kill();
+      await newCertificate();
+      await launch();
+    },
+    kill,
     async restart() { await launch(); },
-    async stop() { child.kill('SIGKILL'); await exited(); rmSync(dir, { recursive: true, force: true }); },
+    async stop() { await kill(); rmSync(dir, { recursive: true, force: true }); },
   };
 }
