@@ -47,7 +47,8 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
   } catch (err) {
     log.fatal({ err }, 'Portico could not start');
     log.flush?.();
-    console.error(`portico: ${(err as Error).message}`);
+    const cause = (err as Error & { cause?: Error }).cause;
+    console.error(`portico: ${(err as Error).message}${cause?.message ? `: ${cause.message}` : ''}`);
     process.exit(1);
   }
   // everything a start needs is compiled by now: written a moment later (after the first
@@ -119,10 +120,32 @@ async function runPrimary(count: number, log: Logger): Promise<void> {
     });
     return worker;
   };
+  // A worker that dies after it served is replaced at once. One that dies before it ever listened
+  // failed to start (a port taken, Redis unreachable or untrusted): if no worker has ever listened,
+  // the whole start failed and the primary exits 1 rather than forking forever; otherwise the
+  // replacement waits 1 s, 2 s, 4 s … up to 30 s while starts keep failing.
+  const listened = new Set<number>();
+  let everListened = false;
+  let failedStarts = 0;
+  cluster.on('listening', (worker: Worker) => {
+    listened.add(worker.id);
+    everListened = true;
+    failedStarts = 0;
+  });
   cluster.on('exit', (worker: Worker, code, signal) => {
     if (stopping) return;
-    log.error({ workerPid: worker.process.pid, code, signal }, 'a worker died; starting a replacement');
-    fork();
+    const started = listened.delete(worker.id);
+    if (!started && !everListened) {
+      log.fatal({ workerPid: worker.process.pid, code, signal }, 'a worker could not start (its error is above); stopping');
+      console.error('portico: a worker could not start; see the log above');
+      stop('SIGTERM', 1);
+      return;
+    }
+    const delayMs = started ? 0 : Math.min(30_000, 1_000 * 2 ** failedStarts++);
+    log.error({ workerPid: worker.process.pid, code, signal, delayMs }, started ? 'a worker died; starting a replacement' : 'a worker could not start; trying again');
+    setTimeout(() => {
+      if (!stopping) fork();
+    }, delayMs);
   });
   // The kernel hands connections to workers (SCHED_NONE). With round-robin the primary accepts and
   // passes them on, and one passed to a worker that just died hangs forever (nodejs/node#21746).
@@ -134,7 +157,7 @@ async function runPrimary(count: number, log: Logger): Promise<void> {
   process.on('SIGHUP', () => {
     for (const worker of all()) worker.process.kill('SIGHUP');
   });
-  const stop = (signal: NodeJS.Signals) => {
+  function stop(signal: NodeJS.Signals, exitCode = 0): void {
     stopping = true;
     log.info({ signal }, 'stopping all workers');
     for (const worker of all()) worker.process.kill('SIGTERM');
@@ -142,10 +165,10 @@ async function runPrimary(count: number, log: Logger): Promise<void> {
       if (all().length === 0) {
         clearInterval(check);
         log.flush?.();
-        process.exit(0);
+        process.exit(exitCode);
       }
     }, 50);
-  };
+  }
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
 }

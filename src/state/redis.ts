@@ -74,8 +74,8 @@ class Cache<K, T> extends Map<K, Cached<T>> {
 export interface RedisConnections {
   client: Redis;
   subscriber: Redis;
-  /** when any user of the client (stores, limiter) last saw a command fail */
-  health: { failedAt: number };
+  /** when any user of the client (stores, limiter) last saw a command fail; why it last lost its connection */
+  health: { failedAt: number; connectionError?: Error };
 }
 
 export function connectRedis(url: string, commandTimeoutMs: number): RedisConnections {
@@ -91,9 +91,10 @@ export function connectRedis(url: string, commandTimeoutMs: number): RedisConnec
   const client = new Redis(url, { ...options, connectionName: 'portico' });
   const subscriber = new Redis(url, { ...options, enableOfflineQueue: true, commandTimeout: undefined, connectionName: 'portico-sub' });
   // errors are reported through health(), metrics and request outcomes; without a listener ioredis logs them
-  client.on('error', () => undefined);
+  const health: RedisConnections['health'] = { failedAt: -Infinity };
+  client.on('error', (err: Error) => void (health.connectionError = err));
   subscriber.on('error', () => undefined);
-  return { client, subscriber, health: { failedAt: -Infinity } };
+  return { client, subscriber, health };
 }
 
 export async function openRedisStores({ client, subscriber, health }: RedisConnections, now: () => number = Date.now): Promise<Stores> {
@@ -116,7 +117,9 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
       return await run();
     } catch (err) {
       health.failedAt = now();
-      throw stateUnavailable(err);
+      // not connected: ioredis says only that the stream isn't writeable; the connection's own error
+      // (refused, an untrusted certificate, a wrong password) is the reason worth reporting
+      throw stateUnavailable(client.status !== 'ready' && health.connectionError ? health.connectionError : err);
     }
   };
   const { projects, domains, routeIndex } = openRedisDomainStores(client, call);

@@ -96,7 +96,7 @@ t.test('without the Redis certificate trusted, Portico does not start', async (t
   if (failed === null) return void t.fail('portico exited 0');
   t.equal(failed.killed, false, 'it exited by itself');
   t.equal(failed.code, 1, `exit code 1; stderr: ${failed.stderr}`);
-  t.match(failed.stderr, /portico: state backend unavailable/);
+  t.match(failed.stderr, /portico: state backend unavailable: .*certificate/i, 'the reason names the certificate');
   t.match(failed.stdout, /Portico could not start/, 'logs why at fatal level');
   t.notMatch(failed.stdout, /Portico listening/, 'never listened');
 });
