@@ -1,7 +1,7 @@
 // Portico as the bench runs it: `portico serve` as its own process, pinned, on port 0, with the
 // access log on (stdout to a file, so writing it costs what it costs in production), then an
 // enterprise account, a key and the `bench` project made through the admin API.
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { existsSync } from 'node:fs';
@@ -30,6 +30,12 @@ export function porticoEntry(): string {
   return process.env.BENCH_SRC !== '1' && existsSync(dist) ? dist : path.join(ROOT, 'src/cli/main.ts');
 }
 
+/** The Node flags `npm start` gives Portico (package.json), so the bench runs what users run. */
+export function startFlags(): string[] {
+  const start = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+  return start.split(/\s+/).filter((word) => word.startsWith('--'));
+}
+
 /** Brings dist/ up to date with src/ (tsc, a few seconds) unless BENCH_SRC=1. */
 export function buildDist(): void {
   if (process.env.BENCH_SRC === '1') return;
@@ -55,7 +61,7 @@ export async function startPortico(opts: { dataDir: string; certsDir: string; lo
   else delete env.PORTICO_REDIS_URL;
   const fd = openSync(opts.logFile, 'a');
   const spawnedAt = Date.now();
-  const p = spawnPinned('portico', opts.cpus, process.execPath, [...(opts.nodeArgs ?? []), entry, 'serve'], { env, stdio: ['ignore', fd, fd], cwd: ROOT });
+  const p = spawnPinned('portico', opts.cpus, process.execPath, [...startFlags(), ...(opts.nodeArgs ?? []), entry, 'serve'], { env, stdio: ['ignore', fd, fd], cwd: ROOT });
   closeSync(fd);
   opts.onSpawn?.(p);
   const { time: listeningAt, ...ports } = await waitForLine(opts.logFile, (line) => {
