@@ -36,7 +36,8 @@ export function tempDir(prefix: string): string {
   return mkdtempSync(path.join(tmpdir(), `portico-${prefix}-`));
 }
 
-function baseEnv(env: Record<string, string>): Record<string, string> {
+/** The PORTICO_* variables of a test instance (ports 0, the test token, no real CA), `env` on top. */
+export function baseEnv(env: Record<string, string>): Record<string, string> {
   const dataDir = env.PORTICO_DATA_DIR ?? tempDir('data');
   const certsDir = env.PORTICO_CERTS_DIR ?? tempDir('certs');
   return {

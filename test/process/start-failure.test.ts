@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import net from 'node:net';
 import path from 'node:path';
-import { tempDir, cleanup, ADMIN_TOKEN } from '../helpers/portico.ts';
+import { baseEnv, tempDir, cleanup } from '../helpers/portico.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { startRedis } from '../helpers/redis.ts';
 
@@ -24,18 +24,14 @@ t.test('workers that cannot start: the primary exits 1 and says why', async (t) 
   const taken = net.createServer();
   await new Promise<void>((resolve) => taken.listen(0, resolve));
   t.teardown(() => new Promise<void>((resolve) => taken.close(() => resolve())));
-  const env = {
-    PORTICO_CONFIG: path.join(ROOT, 'config/portico.yaml'),
+  const env = baseEnv({
     PORTICO_HTTPS_PORT: String((taken.address() as net.AddressInfo).port),
     PORTICO_HTTP_PORT: String(await freePort()),
     PORTICO_ADMIN_PORT: String(await freePort()),
-    PORTICO_ADMIN_TOKEN: ADMIN_TOKEN,
     PORTICO_REDIS_URL: redis.url,
     PORTICO_DATA_DIR: dataDir,
     PORTICO_CERTS_DIR: certsDir,
-    PORTICO_LOG_LEVEL: 'info',
-    PORTICO_ACME_DIRECTORY: 'https://127.0.0.1:9/directory',
-  };
+  });
   const child = spawn(process.execPath, [path.join(ROOT, 'src/cli/main.ts'), 'serve', '--workers', '2'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   t.teardown(() => void child.kill('SIGKILL'));
   const lines: string[] = [];
