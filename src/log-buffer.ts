@@ -24,7 +24,6 @@ export class LogBuffer {
   readonly #fd: number;
   readonly #minChars: number;
   readonly #writeSync: NonNullable<LogBufferOptions['writeSync']>;
-  readonly #timer: NodeJS.Timeout | undefined;
   #pending = '';
 
   constructor(fd: number, options: LogBufferOptions = {}) {
@@ -32,7 +31,8 @@ export class LogBuffer {
     this.#minChars = options.minChars ?? 16_000;
     this.#writeSync = options.writeSync ?? fsWriteSync;
     const delay = options.maxDelayMs ?? 250;
-    if (delay > 0) this.#timer = setInterval(() => this.flushSync(), delay).unref();
+    // it lives as long as the process: the timer never stops, and never keeps the process alive
+    if (delay > 0) setInterval(() => this.flushSync(), delay).unref();
   }
 
   /** Takes one or more whole lines; returns true (there is no back-pressure: the write is synchronous). */
@@ -54,12 +54,6 @@ export class LogBuffer {
   flush(cb?: (err?: Error) => void): void {
     this.flushSync();
     cb?.();
-  }
-
-  /** Flushes and stops the timer. */
-  end(): void {
-    this.flushSync();
-    if (this.#timer) clearInterval(this.#timer);
   }
 
   #writeAll(chunk: Buffer): void {
