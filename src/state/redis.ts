@@ -1,19 +1,15 @@
 // Redis backend: shared by every instance. Hot reads (key lookups, accounts, category lists) go through
-// a small in-process cache, so an authenticated /v1 read makes no Redis round trip besides the
-// limiter's; a change publishes on `portico:invalidate` so every instance drops its copy at once,
-// every cache is flushed when the subscriber reconnects, and entries live at most 60 s.
+// a small in-process cache (redis-cache.ts), so an authenticated /v1 read makes no Redis round trip
+// besides the limiter's; a change publishes on `portico:invalidate` so every instance drops its copy at
+// once, every cache is flushed when the subscriber reconnects, and entries live at most 60 s.
 // When Redis cannot be reached, reads fall back to the last data this instance saw (DESIGN §4,
 // `onRedisDown: local`); writes reject with code STATE_UNAVAILABLE.
 import { Redis } from 'ioredis';
 import { stateUnavailable, type Account, type ApiKey, type Category, type Environment, type Stores } from './types.ts';
 import { openRedisDomainStores } from './redis-domains.ts';
+import { Cache } from './redis-cache.ts';
 
 const CHANNEL = 'portico:invalidate';
-const FRESH_MS = 60_000;
-// an entry read this long ago is read again in the background while it keeps answering, so under
-// steady traffic no request waits for those reads
-const REFRESH_AFTER_MS = 50_000;
-const CACHE_MAX = 100_000;
 const SUSPECT_MS = 2_000;
 const READY_WAIT_MS = 5_000;
 
@@ -35,41 +31,6 @@ key['revokedAt'] = ARGV[1]
 text = cjson.encode(key)
 redis.call('SET', KEYS[1], text)
 return text`;
-
-interface Cached<T> {
-  value: T;
-  at: number;
-  /** resolves to `value`: a hit hands it out instead of making a new promise */
-  answer: Promise<T>;
-}
-
-/**
- * One cache of the hot reads. `version` moves on every invalidation (delete, clear): a read that
- * started before an invalidation neither fills the cache nor is shared with requests made after it,
- * so a revoked key or a changed plan is never put back by a read that was already in flight.
- */
-class Cache<K, T> extends Map<K, Cached<T>> {
-  version = 0;
-  /** the read in flight per id, shared by the requests that miss meanwhile */
-  loading = new Map<K, { version: number; promise: Promise<T> }>();
-
-  override delete(id: K): boolean {
-    this.version++;
-    this.loading.delete(id);
-    return super.delete(id);
-  }
-
-  override clear(): void {
-    this.version++;
-    this.loading.clear();
-    super.clear();
-  }
-
-  /** makes room without counting as an invalidation */
-  evictOldest(): void {
-    super.delete(this.keys().next().value as K);
-  }
-}
 
 export interface RedisConnections {
   client: Redis;
@@ -104,10 +65,6 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
     porticoCreateCategory(...args: unknown[]): Promise<number>;
     porticoRevokeKey(key: string, at: string): Promise<string | null>;
   };
-  const keyCache = new Cache<string, ApiKey | null>();
-  const categoryLists = new Cache<Environment, Category[]>();
-  const accountCache = new Cache<string, Account | null>();
-
   // After a failure, a command is preceded by a PING until Redis answers again: a frozen Redis
   // (SIGSTOP, a stalled network) still looks connected, and a write sent to it would be applied
   // later although its caller was told 503.
@@ -123,6 +80,9 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
     }
   };
   const { projects, domains, routeIndex } = openRedisDomainStores(client, call);
+  const keyCache = new Cache<string, ApiKey | null>(call, now);
+  const categoryLists = new Cache<Environment, Category[]>(call, now);
+  const accountCache = new Cache<string, Account | null>(call, now);
 
   const handlers: Array<(topic: string) => void> = [];
   const flush = () => {
@@ -153,53 +113,13 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
   await routeIndex.load();
 
   const publish = (message: string) => client.publish(CHANNEL, message).catch(() => undefined);
-  /**
-   * A cached read: fresh entries for up to 60 s (read again in the background after 50 s), the last
-   * known value while Redis is away. Concurrent misses for one id make one read.
-   */
-  const readThrough = <K, T>(cache: Cache<K, T>, id: K, load: () => Promise<T>): Promise<T> => {
-    const cached = cache.get(id);
-    if (cached) {
-      const age = now() - cached.at;
-      if (age < REFRESH_AFTER_MS) return cached.answer;
-      if (age < FRESH_MS) {
-        loadInto(cache, id, load).catch(() => undefined);
-        return cached.answer;
-      }
-    }
-    return loadInto(cache, id, load).catch((err: unknown) => {
-      if (cached) return cached.value;
-      throw err;
-    });
-  };
-  const loadInto = <K, T>(cache: Cache<K, T>, id: K, load: () => Promise<T>): Promise<T> => {
-    const version = cache.version;
-    const inFlight = cache.loading.get(id);
-    if (inFlight && inFlight.version === version) return inFlight.promise;
-    const promise = call(load).then(
-      (value) => {
-        if (cache.loading.get(id)?.promise === promise) cache.loading.delete(id);
-        if (cache.version === version) {
-          if (!cache.has(id) && cache.size >= CACHE_MAX) cache.evictOldest();
-          cache.set(id, { value, at: now(), answer: Promise.resolve(value) });
-        }
-        return value;
-      },
-      (err: unknown) => {
-        if (cache.loading.get(id)?.promise === promise) cache.loading.delete(id);
-        throw err;
-      },
-    );
-    cache.loading.set(id, { version, promise });
-    return promise;
-  };
   const readJson = async <T>(key: string): Promise<T | null> => {
     const text = await call(() => client.get(key));
     return text === null ? null : (JSON.parse(text) as T);
   };
 
   const fetchList = (environment: Environment): Promise<Category[]> =>
-    readThrough(categoryLists, environment, async () => {
+    categoryLists.read(environment, async () => {
       const all = await client.hvals(`portico:categories:${environment}`);
       return all.map((text) => JSON.parse(text) as Category).sort((a, b) => a.id - b.id);
     });
@@ -210,7 +130,7 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
         await call(() => client.set(`portico:account:${account.id}`, JSON.stringify(account)));
       },
       get: (id) =>
-        readThrough(accountCache, id, async () => {
+        accountCache.read(id, async () => {
           const text = await client.get(`portico:account:${id}`);
           return text === null ? null : (JSON.parse(text) as Account);
         }),
@@ -230,7 +150,7 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
       },
       get: (id) => readJson<ApiKey>(`portico:key:${id}`),
       findByHash: (hash) =>
-        readThrough(keyCache, hash, async () => {
+        keyCache.read(hash, async () => {
           const id = await client.get(`portico:keyhash:${hash}`);
           const text = id === null ? null : await client.get(`portico:key:${id}`);
           return text === null ? null : (JSON.parse(text) as ApiKey);

@@ -1,0 +1,93 @@
+// The Redis store's in-process cache of hot reads (key lookups, accounts, category lists).
+// - An entry answers for up to 60 s; after 50 s it is read again in the background while it keeps
+//   answering, so under steady traffic no request waits for that read.
+// - Concurrent misses for one id share one read.
+// - While Redis is away (the read fails), the last value this instance saw keeps answering.
+// - Every invalidation (delete, clear: a change notice, a reconnect) moves `version`: a read that
+//   started before it neither fills the cache nor is shared with requests made after it, so a
+//   revoked key or a changed plan is never put back by a read that was already in flight.
+// redis.ts owns the instances and decides when to invalidate (its `portico:invalidate` channel).
+
+const FRESH_MS = 60_000;
+const REFRESH_AFTER_MS = 50_000;
+const CACHE_MAX = 100_000;
+
+interface Cached<T> {
+  value: T;
+  at: number;
+  /** resolves to `value`: a hit hands it out instead of making a new promise */
+  answer: Promise<T>;
+}
+
+/** runs one Redis read, turning a failure into STATE_UNAVAILABLE (redis.ts's `call`) */
+export type Guard = <T>(run: () => Promise<T>) => Promise<T>;
+
+export class Cache<K, T> extends Map<K, Cached<T>> {
+  private version = 0;
+  /** the read in flight per id, shared by the requests that miss meanwhile */
+  private loading = new Map<K, { version: number; promise: Promise<T> }>();
+  private readonly call: Guard;
+  private readonly now: () => number;
+
+  constructor(call: Guard, now: () => number) {
+    super();
+    this.call = call;
+    this.now = now;
+  }
+
+  override delete(id: K): boolean {
+    this.version++;
+    this.loading.delete(id);
+    return super.delete(id);
+  }
+
+  override clear(): void {
+    this.version++;
+    this.loading.clear();
+    super.clear();
+  }
+
+  /** the cached value of `id`, read with `load` when missing or old (see the header) */
+  read(id: K, load: () => Promise<T>): Promise<T> {
+    const cached = this.get(id);
+    if (cached) {
+      const age = this.now() - cached.at;
+      if (age < REFRESH_AFTER_MS) return cached.answer;
+      if (age < FRESH_MS) {
+        this.loadInto(id, load).catch(() => undefined);
+        return cached.answer;
+      }
+    }
+    return this.loadInto(id, load).catch((err: unknown) => {
+      if (cached) return cached.value;
+      throw err;
+    });
+  }
+
+  private loadInto(id: K, load: () => Promise<T>): Promise<T> {
+    const version = this.version;
+    const inFlight = this.loading.get(id);
+    if (inFlight && inFlight.version === version) return inFlight.promise;
+    const promise = this.call(load).then(
+      (value) => {
+        if (this.loading.get(id)?.promise === promise) this.loading.delete(id);
+        if (this.version === version) {
+          if (!this.has(id) && this.size >= CACHE_MAX) this.evictOldest();
+          this.set(id, { value, at: this.now(), answer: Promise.resolve(value) });
+        }
+        return value;
+      },
+      (err: unknown) => {
+        if (this.loading.get(id)?.promise === promise) this.loading.delete(id);
+        throw err;
+      },
+    );
+    this.loading.set(id, { version, promise });
+    return promise;
+  }
+
+  /** makes room without counting as an invalidation */
+  private evictOldest(): void {
+    super.delete(this.keys().next().value as K);
+  }
+}
