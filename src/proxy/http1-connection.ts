@@ -5,76 +5,14 @@
 import type net from 'node:net';
 import type { Readable } from 'node:stream';
 import { BodyReader, type BodyEvents, type Framing } from './http1-body.ts';
-import { parseAnswerHead, type HeaderList } from './http1-head.ts';
-import { UpstreamError } from './upstream-error.ts';
+import { parseAnswerHead } from './http1-head.ts';
+import type { Attempt, ClientOptions, Origin, PoolHooks, Sink } from './http1-types.ts';
+import { classify, UpstreamError } from './upstream-error.ts';
 
-export type { HeaderList };
-
-export interface Sink {
-  write(chunk: Buffer): boolean;
-  end(chunk?: Buffer): unknown;
-  once(event: 'drain', listener: () => void): unknown;
-}
-
-export interface Exchange {
-  /** `METHOD path HTTP/1.1\r\n` + header lines, without Host and without the closing empty line */
-  head: string;
-  method: string;
-  /** streamed with chunked framing unless `bodyLength` is given; null: no body */
-  body: Readable | null;
-  bodyLength?: number;
-  /**
-   * called once with the answer's status, its header fields, and the Connection header's tokens
-   * (lowercased, comma-separated, '' when there is none); may throw to refuse the answer
-   */
-  onHead(status: number, headers: HeaderList, connection: string): Sink;
-  /** the visitor left: abort() ends the exchange without an error (its promise resolves) */
-  signal?: { aborted: boolean };
-}
-
-export interface ClientOptions {
-  timeoutMs: number;
-  connectTimeoutMs: number;
-  /** connections per origin; more requests wait for one to come free */
-  maxConnections: number;
-  /** idle connections are closed after this, or earlier when the upstream's Keep-Alive says so */
-  idleMs?: number;
-}
-
-/** The request an exchange serves, as the connection sees it (the pool's Attempt). */
-export interface Attempt {
-  exchange: Exchange;
-  answered: boolean;
-  readonly settled: boolean;
-  /** runs the exchange on `conn` (a connection that came free, or a new one) */
-  start(conn: Connection): void;
-  /** the connection failed before a byte of the answer: true when the request went again */
-  retry(conn: Connection): boolean;
-  finish(): void;
-  fail(err: UpstreamError): void;
-}
+export type { Attempt, ClientOptions, Exchange, HeaderList, Origin, PoolHooks, Sink } from './http1-types.ts';
 
 const MAX_HEAD = 64 * 1024;
 const HEAD_END = Buffer.from('\r\n\r\n');
-
-export interface PoolHooks {
-  /** a finished exchange: the connection goes to the next waiting request, the idle list, or away */
-  release(conn: Connection, reusable: boolean): void;
-  /** the connection is gone: its slot comes free */
-  forget(conn: Connection): void;
-}
-
-export interface Origin {
-  key: string;
-  host: string;
-  port: number;
-  secure: boolean;
-  servername: string | undefined;
-  hostHeader: string;
-  idle: Connection[];
-  count: number;
-  waiting: Attempt[];
-}
 
 export class Connection {
   readonly socket: net.Socket;
@@ -359,14 +297,4 @@ export class Connection {
     call.finish();
     this.#hooks.release(this, reusable);
   }
-}
-
-function classify(err: NodeJS.ErrnoException | undefined, connected: boolean): UpstreamError {
-  const code = err?.code ?? '';
-  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EHOSTUNREACH' || code === 'EAI_AGAIN' || code === 'ENETUNREACH') {
-    return new UpstreamError('connect', `the upstream could not be reached (${code})`, { cause: err });
-  }
-  if (!connected && err && !code.startsWith('ECONN')) return new UpstreamError('connect', `connecting to the upstream failed: ${err.message}`, { cause: err });
-  if (code === 'ECONNRESET' || code === 'EPIPE' || err === undefined) return new UpstreamError('reset', 'the upstream closed the connection before the answer was complete', { cause: err });
-  return new UpstreamError('other', err.message, { cause: err });
 }

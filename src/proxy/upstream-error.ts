@@ -10,4 +10,13 @@ export class UpstreamError extends Error {
   }
 }
 
-/** Where the answer goes: a ServerResponse or an Http2ServerResponse fits. */
+/** A connection's socket error (undefined: it closed) as a kind; `connected`: it got as far as connecting. */
+export function classify(err: NodeJS.ErrnoException | undefined, connected: boolean): UpstreamError {
+  const code = err?.code ?? '';
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EHOSTUNREACH' || code === 'EAI_AGAIN' || code === 'ENETUNREACH') {
+    return new UpstreamError('connect', `the upstream could not be reached (${code})`, { cause: err });
+  }
+  if (!connected && err && !code.startsWith('ECONN')) return new UpstreamError('connect', `connecting to the upstream failed: ${err.message}`, { cause: err });
+  if (code === 'ECONNRESET' || code === 'EPIPE' || err === undefined) return new UpstreamError('reset', 'the upstream closed the connection before the answer was complete', { cause: err });
+  return new UpstreamError('other', err.message, { cause: err });
+}

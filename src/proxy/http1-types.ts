@@ -1,0 +1,73 @@
+// The HTTP/1.1 client's contracts: what a caller hands it (ClientOptions, an Exchange and the Sink its
+// answer goes to), and what the pool (http1-client.ts) and a connection (http1-connection.ts) share
+// (Origin, Attempt, PoolHooks).
+import type { Readable } from 'node:stream';
+import type { Connection } from './http1-connection.ts';
+import type { HeaderList } from './http1-head.ts';
+import type { UpstreamError } from './upstream-error.ts';
+
+export type { HeaderList };
+
+export interface ClientOptions {
+  timeoutMs: number;
+  connectTimeoutMs: number;
+  /** connections per origin; more requests wait for one to come free */
+  maxConnections: number;
+  /** idle connections are closed after this, or earlier when the upstream's Keep-Alive says so */
+  idleMs?: number;
+}
+
+export interface Exchange {
+  /** `METHOD path HTTP/1.1\r\n` + header lines, without Host and without the closing empty line */
+  head: string;
+  method: string;
+  /** streamed with chunked framing unless `bodyLength` is given; null: no body */
+  body: Readable | null;
+  bodyLength?: number;
+  /**
+   * called once with the answer's status, its header fields, and the Connection header's tokens
+   * (lowercased, comma-separated, '' when there is none); may throw to refuse the answer
+   */
+  onHead(status: number, headers: HeaderList, connection: string): Sink;
+  /** the visitor left: abort() ends the exchange without an error (its promise resolves) */
+  signal?: { aborted: boolean };
+}
+
+/** Where the answer goes: a ServerResponse or an Http2ServerResponse fits. */
+export interface Sink {
+  write(chunk: Buffer): boolean;
+  end(chunk?: Buffer): unknown;
+  once(event: 'drain', listener: () => void): unknown;
+}
+
+export interface Origin {
+  key: string;
+  host: string;
+  port: number;
+  secure: boolean;
+  servername: string | undefined;
+  hostHeader: string;
+  idle: Connection[];
+  count: number;
+  waiting: Attempt[];
+}
+
+/** The request an exchange serves, as the connection sees it (the pool's Attempt). */
+export interface Attempt {
+  exchange: Exchange;
+  answered: boolean;
+  readonly settled: boolean;
+  /** runs the exchange on `conn` (a connection that came free, or a new one) */
+  start(conn: Connection): void;
+  /** the connection failed before a byte of the answer: true when the request went again */
+  retry(conn: Connection): boolean;
+  finish(): void;
+  fail(err: UpstreamError): void;
+}
+
+export interface PoolHooks {
+  /** a finished exchange: the connection goes to the next waiting request, the idle list, or away */
+  release(conn: Connection, reusable: boolean): void;
+  /** the connection is gone: its slot comes free */
+  forget(conn: Connection): void;
+}
