@@ -24,6 +24,7 @@
 // script) on the other core(s). Each target is warmed up, then measured REPEATS times, interleaved.
 //
 // Environment: BENCH_QUICK=1 (5 s × 1 instead of 15 s × 3), BENCH_SECONDS, BENCH_REPEATS, BENCH_WARMUP (3 s),
+// BENCH_CONNECTIONS (50), BENCH_VARIANT (a second Portico with extra variables, measured interleaved: an A/B run),
 // BENCH_ONLY=proxy,h2,v1,paced,redirect,handshake,resume,scale, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
 // afterwards, top self-time functions printed), BENCH_SRC=1 (run src/ instead of the build in dist/, which is
 // what `npm start` runs and what the bench builds and runs by default),
@@ -50,7 +51,7 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? (QUICK ? 1 : 3));
 // 1 s left Portico's first measured scenario ~30 % below its later ones (JIT tiers, heap still
 // growing): the first repeat of a quick run measured warm-up, not the server
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
-const CONNECTIONS = 50;
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const HANDSHAKE_CONCURRENCY = 32;
 // scenario p: each connection's pause between an answer and its next request (≈ CONNECTIONS × 1000 ÷ PACE_MS req/s offered)
 const PACE_MS = Number(process.env.BENCH_PACE_MS ?? 20);
@@ -70,6 +71,7 @@ const SCALE_PROBE_SECONDS = Number(process.env.BENCH_SCALE_PROBE ?? (QUICK ? 0 :
 const ALL = ['proxy', 'h2', 'v1', 'paced', 'redirect', 'handshake', 'resume', 'scale'] as const;
 type ScenarioId = (typeof ALL)[number];
 const ONLY = new Set((process.env.BENCH_ONLY ?? ALL.join(',')).split(',').map((s) => s.trim()).filter(Boolean));
+const VARIANT = process.env.BENCH_VARIANT ? Object.fromEntries(process.env.BENCH_VARIANT.trim().split(/\s+/).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)])) as Record<string, string> : null;
 const PROFILE = process.env.BENCH_PROFILE === '1' ? 'proxy' : process.env.BENCH_PROFILE ?? '';
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -300,6 +302,7 @@ async function main(): Promise<void> {
   const results: ScenarioResult[] = [];
   const started = new Date();
   let portico: Portico | undefined;
+  let variant: Portico | undefined;
   let nginx: Nginx | undefined;
   let origin: Spawned | undefined;
   let redis: Spawned | undefined;
@@ -348,6 +351,12 @@ async function main(): Promise<void> {
     portico = await startOne();
     console.log(`Portico: ${path.relative(ROOT, portico.entry)}, pid ${portico.process.pid}, ${processTree(portico.process.pid).length} process(es), state ${redisUrl ? 'in Redis (PORTICO_REDIS_URL)' : 'embedded (no redis-server)'}, access log on → file`);
     const { key } = await provision(portico, originPort);
+    // BENCH_VARIANT='NAME=value …': a second Portico with these variables beside the first (Redis
+    // state only: both serve the same accounts, keys and project), measured interleaved with it
+    if (VARIANT && redisUrl) {
+      variant = await startPortico({ dataDir: path.join(tmp, 'data-variant'), certsDir, logFile: path.join(tmp, 'portico-variant.log'), cpus: pinning.server, redisUrl, env: VARIANT });
+      console.log(`Portico (variant): ${Object.entries(VARIANT).map(([k, v]) => `${k}=${v}`).join(' ')}, pid ${variant.process.pid}`);
+    } else if (VARIANT) console.log('note: BENCH_VARIANT needs redis-server (the variant shares the first Portico\'s state through Redis); ignored');
     const auth = { authorization: `Bearer ${key}` };
     for (const [name, description] of [['Dogs', 'Loyal companions'], ['Cats', 'Independent spirits'], ['Birds', 'Feathered friends']]) {
       await expectStatus('POST /v1/categories', get({ scheme: 'https', port: portico.https, hostname: 'api.localhost', path: '/v1/categories', method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name, description }) }), 201);
@@ -412,6 +421,7 @@ async function main(): Promise<void> {
       const targets: Target[] = [
         { name: 'Portico → origin', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.https, 'bench.localhost', '/') },
       ];
+      if (variant) targets.push({ name: 'Portico → origin (variant)', pids: pidsOf(variant.process), onServerCore: true, load: wrk(variant.https, 'bench.localhost', '/') });
       if (nginx) targets.push({ name: 'nginx → origin', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, load: wrk(nginx.https, 'bench.localhost', '/') });
       targets.push({ name: 'bare undici proxy (info)', pids: pidsOf(bareProxy), onServerCore: true, load: wrk(bareProxyPort, 'bench.localhost', '/') });
       targets.push({ name: 'origin direct (http, info)', pids: pidsOf(origin), onServerCore: false, load: wrk(originPort, '127.0.0.1', '/', { scheme: 'http' }) });
@@ -481,6 +491,7 @@ async function main(): Promise<void> {
           targets: [
             { name: 'Portico /v1', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.https, 'api.localhost', '/v1/categories', { headers: auth }) },
             { name: 'bare Node HTTPS', pids: pidsOf(bare), onServerCore: true, load: wrk(barePort, 'api.localhost', '/v1/categories') },
+            ...(variant ? [{ name: 'Portico /v1 (variant)', pids: pidsOf(variant.process), onServerCore: true, load: wrk(variant.https, 'api.localhost', '/v1/categories', { headers: auth }) }] : []),
           ],
           ratios: [
             { label: 'Portico ÷ bare req/s', num: 'Portico /v1', den: 'bare Node HTTPS', metric: 'rps', target: { op: '>=', value: 0.75 } },
@@ -534,6 +545,7 @@ async function main(): Promise<void> {
       if (nginx) targets.push({ name: 'nginx (proxy)', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, load: handshakes(nginx.https, 'bench.localhost', '/', false) });
       else skipped.push('d. full handshakes vs nginx: nginx unavailable');
       targets.push({ name: 'bare Node HTTPS (info)', pids: pidsOf(bare), onServerCore: true, load: handshakes(barePort, 'bench.localhost', '/', false) });
+      if (variant) targets.push({ name: 'Portico (proxy, variant)', pids: pidsOf(variant.process), onServerCore: true, load: handshakes(variant.https, 'bench.localhost', '/', false) });
       scenarios.push({
         id: 'handshake',
         title: 'd. full TLS handshake per request (no session offered)',

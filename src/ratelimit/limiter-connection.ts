@@ -57,6 +57,8 @@ type State = 'idle' | 'connecting' | 'ready' | 'closed';
 const MAX_IN_FLIGHT = 10_000;
 const INCOMPLETE = Symbol('incomplete');
 const CR = 13;
+/** calls that go to Redis at once instead of waiting for the end of this turn (see #write) */
+const FLUSH_AT = 32;
 
 export class LimiterConnection {
   readonly #options: LimiterConnectionOptions;
@@ -74,6 +76,7 @@ export class LimiterConnection {
   #check: NodeJS.Immediate | null = null;
   #out = '';
   #flushScheduled = false;
+  #unflushed = 0;
   #rest: Buffer | null = null;
   #at = 0;
   #failures = 0;
@@ -175,14 +178,24 @@ export class LimiterConnection {
 
   #write(text: string): void {
     this.#out += text;
-    if (this.#flushScheduled || this.#state !== 'ready') return;
+    if (this.#state !== 'ready') return;
+    // A long burst of requests read in one turn would keep Redis idle until the last of them is
+    // parsed, and this process idle later while Redis works through the whole batch: /v1 under 50
+    // keep-alive connections ran at ~84 % CPU. Sending every FLUSH_AT calls at once overlaps the
+    // two (99 % CPU, ~1.2× the requests per second; a write per call was slower still, 8 per
+    // write slower per CPU-second).
+    if (++this.#unflushed >= FLUSH_AT) {
+      this.#flush();
+      return;
+    }
+    if (this.#flushScheduled) return;
     this.#flushScheduled = true;
-    // after the other I/O callbacks of this turn: their calls join this write (writing at the end
-    // of each callback instead, or as soon as the answers in flight are in, measured no faster)
+    // after the other I/O callbacks of this turn: their calls join this write
     setImmediate(() => this.#flush());
   }
 
   #flush(): void {
+    this.#unflushed = 0;
     this.#flushScheduled = false;
     if (this.#out === '' || this.#state !== 'ready') return;
     this.#socket!.write(this.#out);

@@ -2,6 +2,7 @@
 // for all waiting calls, answers kept in step after a timeout, a broken connection, the client's
 // password and database, and its end.
 import t, { type Test } from 'tap';
+import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import type { BanPolicy } from '../../src/ratelimit/limiter.ts';
@@ -56,6 +57,28 @@ t.test('100 calls waiting on a frozen Redis share one timer and all end within t
   t.ok(timers <= 1, `${timers} timer(s) for 100 calls`);
   t.ok(outcomes.every((o) => (o as { code?: string }).code === 'REDIS_TIMEOUT'), 'every call timed out');
   t.ok(ms < TIMEOUT_MS + SLACK_MS, `all ended after ${ms.toFixed(0)} ms`);
+});
+
+t.test('a long burst goes to Redis 32 calls at a time, and every answer reaches its own call', async (t) => {
+  const limiter = new RedisLimiter(await newClient());
+  t.teardown(() => limiter.close());
+  const limit = { perMinute: 1000, perDay: 1000 };
+  await limiter.consume('acct_burst_a:production', limit, BAN, NOW); // the connection is open
+  const writes: number[] = [];
+  const realWrite = net.Socket.prototype.write;
+  net.Socket.prototype.write = function (this: net.Socket, chunk: unknown, ...rest: unknown[]) {
+    if (typeof chunk === 'string' && chunk.includes('EVALSHA')) writes.push(chunk.split('EVALSHA').length - 1);
+    return (realWrite as (...args: unknown[]) => boolean).call(this, chunk, ...rest);
+  } as typeof realWrite;
+  t.teardown(() => { net.Socket.prototype.write = realWrite; });
+  const calls = Array.from({ length: 100 }, (_, i) => limiter.consume(i % 2 ? 'acct_burst_b:production' : 'acct_burst_a:production', limit, BAN, NOW));
+  t.same(writes, [32, 32, 32], 'three writes while the burst is still being made');
+  const decisions = await Promise.all(calls);
+  net.Socket.prototype.write = realWrite;
+  t.same(writes, [32, 32, 32, 4], 'the rest at the end of the turn');
+  // each subject's calls were counted in the order they were made
+  t.same(decisions.filter((_, i) => i % 2 === 0).map((d) => d.remaining), Array.from({ length: 50 }, (_, i) => 998 - i));
+  t.same(decisions.filter((_, i) => i % 2 === 1).map((d) => d.remaining), Array.from({ length: 50 }, (_, i) => 999 - i));
 });
 
 t.test('answers that arrive after their call timed out do not go to later calls', async (t) => {
