@@ -16,6 +16,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { createHash } from 'node:crypto';
+import { bulk, INCOMPLETE, ReplyError, ReplyReader, type Reply } from './resp.ts';
 
 export interface LimiterConnectionOptions {
   host?: string;
@@ -34,13 +35,6 @@ export interface LimiterConnectionOptions {
   connectionName?: string;
 }
 
-export type Reply = number | string | null | ReplyError | Reply[];
-
-/** An error answer from Redis (`-ERR …`), as a value. */
-export class ReplyError extends Error {
-  readonly code = 'REDIS_REPLY_ERROR';
-}
-
 interface Pending {
   /** the script call's RESP after the script name (numkeys, keys, args); null: a setup command */
   args: string | null;
@@ -55,8 +49,6 @@ type State = 'idle' | 'connecting' | 'ready' | 'closed';
 
 /** calls waiting for an answer (timed out ones included) before new calls are refused */
 const MAX_IN_FLIGHT = 10_000;
-const INCOMPLETE = Symbol('incomplete');
-const CR = 13;
 /** calls that go to Redis at once instead of waiting for the end of this turn (see #write) */
 const FLUSH_AT = 32;
 
@@ -77,8 +69,7 @@ export class LimiterConnection {
   #out = '';
   #flushScheduled = false;
   #unflushed = 0;
-  #rest: Buffer | null = null;
-  #at = 0;
+  readonly #replies = new ReplyReader();
   #failures = 0;
   #reconnectTimer: NodeJS.Timeout | null = null;
 
@@ -129,7 +120,7 @@ export class LimiterConnection {
       : net.connect(target);
     this.#socket = socket;
     this.#state = 'connecting';
-    this.#rest = null;
+    this.#replies.clear();
     socket.setNoDelay(true);
     socket.setKeepAlive(true, 30_000);
     if (o.connectTimeoutMs) socket.setTimeout(o.connectTimeoutMs, () => socket.destroy());
@@ -203,22 +194,17 @@ export class LimiterConnection {
   }
 
   #onData(socket: net.Socket, chunk: Buffer): void {
-    const buf = this.#rest === null ? chunk : Buffer.concat([this.#rest, chunk]);
-    this.#at = 0;
+    this.#replies.push(chunk);
     for (;;) {
-      const start = this.#at;
       let reply: Reply | typeof INCOMPLETE;
       try {
-        reply = this.#parse(buf);
+        reply = this.#replies.next();
       } catch {
         // not RESP: nothing after this point can be trusted
         this.#socket?.destroy();
         return;
       }
-      if (reply === INCOMPLETE) {
-        this.#rest = start < buf.length ? buf.subarray(start) : null;
-        return;
-      }
+      if (reply === INCOMPLETE) return;
       this.#answer(reply);
       if (socket.destroyed) return;
     }
@@ -300,73 +286,6 @@ export class LimiterConnection {
       pending.reject(err);
     }
   }
-
-  // RESP2: + simple string, - error, : integer, $ bulk string, * array.
-  #parse(buf: Buffer): Reply | typeof INCOMPLETE {
-    const start = this.#at;
-    if (start >= buf.length) return INCOMPLETE;
-    let end = start + 1;
-    while (end < buf.length && buf[end] !== CR) end++;
-    if (end + 1 >= buf.length) return INCOMPLETE;
-    const type = buf[start];
-    this.#at = end + 2;
-    switch (type) {
-      case 0x3a: // :
-        return integer(buf, start + 1, end);
-      case 0x2b: // +
-        return buf.toString('utf8', start + 1, end);
-      case 0x2d: // -
-        return new ReplyError(buf.toString('utf8', start + 1, end));
-      case 0x24: { // $
-        const length = integer(buf, start + 1, end);
-        if (length < 0) return null;
-        if (this.#at + length + 2 > buf.length) {
-          this.#at = start;
-          return INCOMPLETE;
-        }
-        const text = buf.toString('utf8', this.#at, this.#at + length);
-        this.#at += length + 2;
-        return text;
-      }
-      case 0x2a: { // *
-        const count = integer(buf, start + 1, end);
-        if (count < 0) return null;
-        const items: Reply[] = new Array(count);
-        for (let i = 0; i < count; i++) {
-          const item = this.#parse(buf);
-          if (item === INCOMPLETE) {
-            this.#at = start;
-            return INCOMPLETE;
-          }
-          items[i] = item;
-        }
-        return items;
-      }
-      default:
-        throw new Error(`unexpected RESP type byte ${type}`);
-    }
-  }
-}
-
-/** One RESP bulk string. */
-export function bulk(value: string): string {
-  return `$${Buffer.byteLength(value)}\r\n${value}\r\n`;
-}
-
-function integer(buf: Buffer, from: number, to: number): number {
-  let negative = false;
-  let i = from;
-  if (buf[i] === 0x2d) {
-    negative = true;
-    i++;
-  }
-  let n = 0;
-  for (; i < to; i++) {
-    const digit = buf[i] - 0x30;
-    if (digit < 0 || digit > 9) throw new Error('malformed RESP integer');
-    n = n * 10 + digit;
-  }
-  return negative ? -n : n;
 }
 
 function timeoutError(message: string): Error {

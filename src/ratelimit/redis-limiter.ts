@@ -5,7 +5,8 @@ import type { ConnectionOptions } from 'node:tls';
 import type { Redis } from 'ioredis';
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
 import { LIMITER_SCRIPT } from './limiter-script.ts';
-import { bulk, LimiterConnection, type Reply } from './limiter-connection.ts';
+import { LimiterConnection } from './limiter-connection.ts';
+import { bulk, type Reply } from './resp.ts';
 import { bannedDecision, windowDecision, windowsAt } from './windows.ts';
 
 const ALLOWED = 0;
