@@ -25,6 +25,7 @@
 //
 // Environment: BENCH_QUICK=1 (5 s × 1 instead of 15 s × 3), BENCH_SECONDS, BENCH_REPEATS, BENCH_WARMUP (3 s),
 // BENCH_CONNECTIONS (50), BENCH_VARIANT (a second Portico with extra variables, measured interleaved: an A/B run),
+// BENCH_VARIANT_ENTRY (that second Portico from another build, e.g. an older checkout's dist/cli/main.js),
 // BENCH_ONLY=proxy,h2,v1,paced,redirect,handshake,resume,scale, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
 // afterwards, top self-time functions printed), BENCH_SRC=1 (run src/ instead of the build in dist/, which is
 // what `npm start` runs and what the bench builds and runs by default),
@@ -71,7 +72,8 @@ const SCALE_PROBE_SECONDS = Number(process.env.BENCH_SCALE_PROBE ?? (QUICK ? 0 :
 const ALL = ['proxy', 'h2', 'v1', 'paced', 'redirect', 'handshake', 'resume', 'scale'] as const;
 type ScenarioId = (typeof ALL)[number];
 const ONLY = new Set((process.env.BENCH_ONLY ?? ALL.join(',')).split(',').map((s) => s.trim()).filter(Boolean));
-const VARIANT = process.env.BENCH_VARIANT ? Object.fromEntries(process.env.BENCH_VARIANT.trim().split(/\s+/).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)])) as Record<string, string> : null;
+const VARIANT_ENTRY = process.env.BENCH_VARIANT_ENTRY || undefined;
+const VARIANT = process.env.BENCH_VARIANT || VARIANT_ENTRY ? Object.fromEntries((process.env.BENCH_VARIANT ?? '').trim().split(/\s+/).filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)])) as Record<string, string> : null;
 const PROFILE = process.env.BENCH_PROFILE === '1' ? 'proxy' : process.env.BENCH_PROFILE ?? '';
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -354,8 +356,8 @@ async function main(): Promise<void> {
     // BENCH_VARIANT='NAME=value …': a second Portico with these variables beside the first (Redis
     // state only: both serve the same accounts, keys and project), measured interleaved with it
     if (VARIANT && redisUrl) {
-      variant = await startPortico({ dataDir: path.join(tmp, 'data-variant'), certsDir, logFile: path.join(tmp, 'portico-variant.log'), cpus: pinning.server, redisUrl, env: VARIANT });
-      console.log(`Portico (variant): ${Object.entries(VARIANT).map(([k, v]) => `${k}=${v}`).join(' ')}, pid ${variant.process.pid}`);
+      variant = await startPortico({ dataDir: path.join(tmp, 'data-variant'), certsDir, logFile: path.join(tmp, 'portico-variant.log'), cpus: pinning.server, redisUrl, env: VARIANT, entry: VARIANT_ENTRY });
+      console.log(`Portico (variant): ${[VARIANT_ENTRY ?? '', ...Object.entries(VARIANT).map(([k, v]) => `${k}=${v}`)].join(' ').trim()}, pid ${variant.process.pid}`);
     } else if (VARIANT) console.log('note: BENCH_VARIANT needs redis-server (the variant shares the first Portico\'s state through Redis); ignored');
     const auth = { authorization: `Bearer ${key}` };
     for (const [name, description] of [['Dogs', 'Loyal companions'], ['Cats', 'Independent spirits'], ['Birds', 'Feathered friends']]) {

@@ -43,8 +43,8 @@ export function buildDist(): void {
   if (result.status !== 0) throw new Error('the build failed (tsc -p tsconfig.build.json); fix it or run with BENCH_SRC=1');
 }
 
-export async function startPortico(opts: { dataDir: string; certsDir: string; logFile: string; cpus: string | null; redisUrl?: string; nodeArgs?: string[]; env?: Record<string, string>; ports?: { https: number; http: number; admin: number }; timeoutMs?: number; onSpawn?: (p: Spawned) => void }): Promise<Portico> {
-  const entry = porticoEntry();
+export async function startPortico(opts: { dataDir: string; certsDir: string; logFile: string; cpus: string | null; redisUrl?: string; nodeArgs?: string[]; env?: Record<string, string>; ports?: { https: number; http: number; admin: number }; timeoutMs?: number; onSpawn?: (p: Spawned) => void; entry?: string }): Promise<Portico> {
+  const entry = opts.entry ?? porticoEntry();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PORTICO_CONFIG: path.join(ROOT, 'config/portico.yaml'),

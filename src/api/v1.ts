@@ -4,7 +4,7 @@ import { HttpError, sendError, sendJsonText, type HeaderList, type Response } fr
 import type { Decision, RateLimiter } from '../ratelimit/limiter.ts';
 import type { Account, Environment, Stores } from '../state/types.ts';
 import type { Forwarder } from '../proxy/forward.ts';
-import { authenticate } from './auth.ts';
+import { createAuthenticator } from './auth.ts';
 import { readJsonObject, type Request } from './body.ts';
 import { parseCategoryId, parseNewCategory } from './categories.ts';
 import { limitFor } from './plans.ts';
@@ -59,6 +59,7 @@ export interface ApiDeps {
 
 export function createApi(deps: ApiDeps): (req: Request, res: Response, request: ApiRequest) => Promise<void> {
   const { config, stores, limiter } = deps;
+  const authenticate = createAuthenticator(stores.keys);
   const forwardToUpstream: Operation = async ({ req, res, request, account, decision }) => {
     if (!config.api.upstream) throw new HttpError('not_found');
     // the forwarder writes the upstream's head: ours joins it from here
@@ -158,7 +159,7 @@ export function createApi(deps: ApiDeps): (req: Request, res: Response, request:
     if (resource?.deprecated) for (const [name, value] of Object.entries(deprecationHeaders)) res.setHeader(name, value);
 
     const isPublic = resource?.public === true;
-    const key = isPublic ? null : await authenticate(req.headers.authorization, request.environment, stores.keys);
+    const key = isPublic ? null : await authenticate(req.headers.authorization, request.environment);
     const account = key ? await stores.accounts.get(key.accountId) : null;
     outcome.accountId = account?.id;
     outcome.plan = account?.plan ?? 'anonymous';

@@ -58,18 +58,27 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
     }
     return hostname;
   };
+  // the client IP of HTTP/1.1 connections whose requests carry no X-Forwarded-For
+  const peers = new WeakMap<object, string>();
   return (req, res) => {
     const started = performance.now();
     const hostname = hostnameOf(req.headers.host ?? (req.headers[':authority'] as string | undefined));
     const socket = req.socket as TLSSocket;
-    const ip = clientIpOf(socket, req.headers['x-forwarded-for'], trust);
+    const forwardedFor = req.headers['x-forwarded-for'];
+    // an HTTP/1.1 connection's peer does not change between its requests (HTTP/2's req.socket is a
+    // new proxy object per stream: nothing to remember there)
+    let ip = forwardedFor === undefined && req.httpVersionMajor === 1 ? peers.get(socket) : undefined;
+    if (ip === undefined) {
+      ip = clientIpOf(socket, forwardedFor, trust);
+      if (forwardedFor === undefined && req.httpVersionMajor === 1) peers.set(socket, ip);
+    }
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
     let routeLabel: RouteLabel = 'unknown';
     const outcome: ApiOutcome = {};
 
-    res.once('finish', () => {
+    res.on('finish', () => {
       const ms = performance.now() - started;
       recordAnswer(routeLabel, req.method, res.statusCode, ms / 1000);
       access?.({

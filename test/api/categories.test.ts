@@ -122,6 +122,17 @@ t.test('production and staging are separate worlds', async (t) => {
   expectError(t, await api(port, ca, key, { ...opts, path: '/v1/categories' }), 401, 'unauthorized');
 });
 
+t.test('a key that was just used stops working at once when revoked (the remembered digest decides nothing)', async (t) => {
+  const used = await accountWithKey(portico.ports.admin, 'pro');
+  for (const authorization of [`Bearer ${used.key}`, `bearer  ${used.key}`]) {
+    t.equal((await api(port, ca, null, { path: '/v1/categories', headers: { authorization } })).status, 200, `${authorization.split(' ')[0]}: accepted`);
+  }
+  t.equal((await admin(portico.ports.admin, 'DELETE', `/admin/keys/${used.keyId}`)).status, 204);
+  for (const authorization of [`Bearer ${used.key}`, `bearer  ${used.key}`]) {
+    expectError(t, await api(port, ca, null, { path: '/v1/categories', headers: { authorization } }), 401, 'unauthorized');
+  }
+});
+
 t.test('deprecated pets route and upstream forwarding', async (t) => {
   const pet = await api(port, ca, key, { path: '/v1/pets/7?x=1', headers: { 'x-forwarded-for': '6.6.6.6', connection: 'keep-alive, x-hop', 'x-hop': 'secret' } });
   t.equal(pet.status, 200);
