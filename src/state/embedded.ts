@@ -1,7 +1,7 @@
 // Embedded backend: every noun lives in memory and every change is appended to one durable log in
 // the data dir (see append-log.ts) before the caller hears back. One process owns the data dir
 // (a lock file with its pid); kill -9 loses nothing that was acknowledged.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { AppendLog } from './append-log.ts';
@@ -208,24 +208,52 @@ export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptio
 // left by an earlier process that had the same pid (a container's pid 1 after kill -9): stale.
 const heldLocks = new Set<string>();
 
-/** One process owns the data dir. A lock left by a dead process (kill -9) is taken over. */
+/**
+ * One process owns the data dir. A lock left by a dead process (kill -9) is taken over.
+ *
+ * Taking over must not let two processes that start together both win. Removing the stale file and
+ * creating a new one would: B could remove the lock A had just made in its place. So the stale file
+ * is first moved aside under a name of this process's own (a rename is atomic: of several processes,
+ * one moves it), and only a process that moved exactly the stale holder's file goes on to create
+ * the lock (`wx`: exactly one creator). One that finds it moved a newer holder's file puts it back
+ * and is refused.
+ */
 function lockDataDir(dataDir: string): () => void {
   const file = path.join(dataDir, 'portico.lock');
   const token = `${process.pid} ${randomBytes(8).toString('hex')}`;
+  const locked = (pid: number) => Object.assign(new Error(`${dataDir} is in use by process ${pid}; one process owns the embedded state (set PORTICO_REDIS_URL to run many)`), { code: 'DATA_DIR_LOCKED' });
   for (let attempt = 0; ; attempt++) {
     try {
       writeFileSync(file, token, { flag: 'wx' }); // atomic: exactly one opener creates it
       break;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw err;
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
-    const holder = readFileSync(file, 'utf8');
+    const holder = readIfThere(file);
+    if (holder === null) continue; // released meanwhile
     const pid = Number(holder.split(' ')[0]);
-    const live = heldLocks.has(holder) || (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid));
-    if (live) {
-      throw Object.assign(new Error(`${dataDir} is in use by process ${pid}; one process owns the embedded state (set PORTICO_REDIS_URL to run many)`), { code: 'DATA_DIR_LOCKED' });
+    if (attempt > 3) throw locked(pid); // others keep taking it: let them
+    if (heldLocks.has(holder) || (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid))) throw locked(pid);
+    const aside = `${file}.${token.replace(' ', '.')}`;
+    try {
+      renameSync(file, aside);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // another process moved it first
+      throw err;
     }
-    rmSync(file, { force: true });
+    const moved = readFileSync(aside, 'utf8');
+    if (moved !== holder) {
+      // a process that took over first had already made its lock here: that one stays the owner
+      // (should a third have created one in the instant it was away, the link fails and both run
+      // on: three starts within microseconds on a dead process's lock)
+      try {
+        linkSync(aside, file);
+      } finally {
+        rmSync(aside, { force: true });
+      }
+      throw locked(Number(moved.split(' ')[0]));
+    }
+    rmSync(aside, { force: true });
   }
   heldLocks.add(token);
   return () => {
@@ -236,6 +264,15 @@ function lockDataDir(dataDir: string): () => void {
       // already gone: nothing to release
     }
   };
+}
+
+function readIfThere(file: string): string | null {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
 }
 
 function isAlive(pid: number): boolean {

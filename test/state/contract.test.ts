@@ -4,7 +4,7 @@
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { openEmbeddedStores } from '../../src/state/embedded.ts';
@@ -406,6 +406,35 @@ t.test('embedded only', async (t) => {
     const stores = await openEmbeddedStores(dataDir);
     t.teardown(() => stores.close());
     t.equal(await stores.health(), 'ok');
+  });
+
+  t.test('several processes starting together on a dead process\'s lock: exactly one takes it over', async (t) => {
+    const module = path.resolve(import.meta.dirname, '../../src/state/embedded.ts');
+    const PROCESSES = 6;
+    for (let round = 0; round < 3; round++) {
+      const dataDir = tempDir('state-lock-race');
+      t.teardown(() => cleanup(dataDir));
+      const dead = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' });
+      await new Promise((resolve) => dead.once('exit', resolve));
+      writeFileSync(path.join(dataDir, 'portico.lock'), `${dead.pid} 0123456789abcdef`);
+      // every child loads first, then all open at the same moment and hold what they got for 1.5 s
+      const at = Date.now() + 2500;
+      const script = `
+        import { openEmbeddedStores } from ${JSON.stringify(module)};
+        while (Date.now() < ${at}) {}
+        try { const s = await openEmbeddedStores(${JSON.stringify(dataDir)}); console.log('OPENED'); setTimeout(() => s.close(), 1500); }
+        catch (err) { console.log(err.code ?? err.message); }`;
+      const outcomes = await Promise.all(Array.from({ length: PROCESSES }, () => new Promise<string>((resolve, reject) => {
+        const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+        let out = '';
+        child.stdout.on('data', (chunk) => (out += chunk));
+        child.once('error', reject);
+        child.once('exit', () => resolve(out.trim()));
+      })));
+      t.equal(outcomes.filter((o) => o === 'OPENED').length, 1, `round ${round + 1}: one owner (${outcomes.join(', ')})`);
+      t.equal(outcomes.filter((o) => o === 'DATA_DIR_LOCKED').length, PROCESSES - 1, 'the others are refused');
+      t.same(readdirSync(dataDir).filter((name) => name.startsWith('portico.lock')), [], 'no lock or moved file is left behind');
+    }
   });
 });
 
