@@ -67,10 +67,11 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
     const forwardedFor = req.headers['x-forwarded-for'];
     // an HTTP/1.1 connection's peer does not change between its requests (HTTP/2's req.socket is a
     // new proxy object per stream: nothing to remember there)
-    let ip = forwardedFor === undefined && req.httpVersionMajor === 1 ? peers.get(socket) : undefined;
+    const samePeer = forwardedFor === undefined && req.httpVersionMajor === 1;
+    let ip = samePeer ? peers.get(socket) : undefined;
     if (ip === undefined) {
       ip = clientIpOf(socket, forwardedFor, trust);
-      if (forwardedFor === undefined && req.httpVersionMajor === 1) peers.set(socket, ip);
+      if (samePeer) peers.set(socket, ip);
     }
     const url = req.url ?? '/';
     const q = url.indexOf('?');
