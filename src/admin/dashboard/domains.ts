@@ -1,0 +1,149 @@
+// The dashboard script's domains: the rows for one domain (name, status, certificate and action
+// buttons, then a detail row with the latest notice, DNS diagnostics and the records to create) and
+// what its buttons do (verify, re-verify, make primary, remove). Parts of script.ts's String.raw
+// literal, set in where they stand inside that script's closure (h, state, api, busy, refresh, say,
+// formatDate, copy and render are defined there); plain ES2020, no backquotes.
+export const DOMAIN_ROWS = String.raw`  function certificateCell(domain) {
+    const cert = domain.certificate || { status: 'none' };
+    const cell = h('td', { class: 'cert', 'data-label': 'Certificate' });
+    if (cert.status === 'issued') {
+      cell.append(h('span', { class: 'badge issued', text: 'Issued' }));
+      if (cert.notAfter) cell.append(h('div', { class: 'sub', text: 'Valid until ' + formatDate(cert.notAfter) }));
+      if (cert.issuer) cell.append(h('div', { class: 'sub', text: 'by ' + cert.issuer }));
+    } else if (cert.status === 'pending') {
+      cell.append(h('span', { class: 'badge pending', text: 'Issuing…' }), h('div', { class: 'sub', text: 'Requested from the certificate authority' }));
+    } else if (cert.status === 'failed') {
+      cell.append(h('span', { class: 'badge failed', text: 'Failed' }));
+      if (cert.lastError) cell.append(h('div', { class: 'sub', text: cert.lastError }));
+      if (cert.nextAttemptAt) cell.append(h('div', { class: 'sub', text: 'Next attempt ' + formatDate(cert.nextAttemptAt, true) }));
+    } else {
+      cell.append(h('span', { class: 'badge none', text: 'None' }), h('div', { class: 'sub', text: domain.status === 'verified' ? 'Not requested yet' : 'Requested once the domain is verified' }));
+    }
+    return cell;
+  }
+
+  function domainRows(domain) {
+    const host = domain.hostname;
+    const verified = domain.status === 'verified';
+    const recordsOpen = !verified || state.openRecords.has(host);
+    const name = h('td', {},
+      h('div', { class: 'name-line' },
+        h('span', { class: 'hostname', text: host }),
+        domain.primary ? h('span', { class: 'badge primary', text: 'Primary', title: 'Visitors of the project are served on this hostname' }) : null,
+        domain.redirect ? h('span', { class: 'badge redirect', text: 'Redirects → ' + domain.redirect.to + ' (' + domain.redirect.status + ')' }) : null),
+      h('div', { class: 'sub', text: verified && domain.verifiedAt ? 'Verified ' + formatDate(domain.verifiedAt) : 'Added ' + formatDate(domain.createdAt) }),
+      verified ? h('button', { type: 'button', class: 'btn link small', 'aria-expanded': String(recordsOpen), 'data-focus': 'records:' + host, 'aria-label': (recordsOpen ? 'Hide' : 'Show') + ' DNS records of ' + host,
+        text: recordsOpen ? 'Hide DNS records' : 'Show DNS records',
+        onclick: () => { if (recordsOpen) state.openRecords.delete(host); else state.openRecords.add(host); render(); } }) : null);
+    const status = h('td', {}, h('span', { class: 'badge ' + domain.status, text: STATUS_WORDS[domain.status] || domain.status }));
+    const actions = h('td', { class: 'actions' },
+      verified
+        ? h('button', { type: 'button', class: 'btn', 'data-focus': 'reverify:' + host, 'aria-label': 'Re-verify ' + host, title: 'Check DNS and CAA again and start a new certificate attempt', text: 'Re-verify', onclick: (e) => verify(e.currentTarget, host, true) })
+        : h('button', { type: 'button', class: 'btn primary', 'data-focus': 'verify:' + host, 'aria-label': 'Verify ' + host, text: 'Verify', onclick: (e) => verify(e.currentTarget, host, false) }),
+      verified && !domain.primary && !domain.redirect
+        ? h('button', { type: 'button', class: 'btn', 'data-focus': 'primary:' + host, 'aria-label': 'Make ' + host + ' primary', text: 'Make primary', onclick: (e) => makePrimary(e.currentTarget, host) })
+        : null,
+      h('button', { type: 'button', class: 'btn danger', 'data-focus': 'remove:' + host, 'aria-label': 'Remove ' + host, text: 'Remove', onclick: (e) => confirmRemove(e.currentTarget, domain) }));
+    const row = h('tr', { 'data-hostname': host }, name, status, certificateCell(domain), actions);
+
+    const notice = state.notices.get(host);
+    const details = [
+      notice ? h('p', { class: 'notice ' + notice.kind, role: notice.kind === 'error' ? 'alert' : 'status', text: notice.text }) : null,
+      ...(domain.diagnostics || []).map((d) => diagnostic(d, domain.status === 'failed')),
+      recordsOpen ? recordsBlock(domain) : null,
+    ].filter(Boolean);
+    if (details.length === 0) return [row];
+    return [row, h('tr', { class: 'detail', 'data-detail-of': host }, h('td', { colspan: '4' }, details))];
+  }
+
+  function diagnostic(d, bad) {
+    const facts = [];
+    if (Array.isArray(d.found) && d.found.length) facts.push('Found: ' + d.found.join(', '));
+    if (d.expected) facts.push('Expected: ' + d.expected);
+    return h('div', { class: 'diag' + (bad ? ' bad' : ''), role: 'group', 'aria-label': DIAGNOSTIC_TITLES[d.code] || d.code },
+      h('strong', {}, DIAGNOSTIC_TITLES[d.code] || 'DNS check', h('code', { text: d.code })),
+      h('p', { text: d.message }),
+      facts.length ? h('p', { class: 'facts', text: facts.join(' · ') }) : null);
+  }
+
+  function recordsBlock(domain) {
+    const records = domain.records || [];
+    // record names are relative to the registrable domain: "shop" for shop.example.com, "@" for the apex
+    const main = records.find((r) => r.type === 'CNAME' || r.type === 'ALIAS');
+    const zone = main && main.name !== '@' && domain.hostname.startsWith(main.name + '.') ? domain.hostname.slice(main.name.length + 1) : domain.hostname;
+    const id = 'records-' + domain.hostname;
+    return h('div', { class: 'records table-wrap' },
+      h('h3', { id, text: domain.status === 'verified' ? 'DNS records' : 'DNS records to create at your DNS provider' }),
+      h('table', { 'aria-labelledby': id },
+        h('thead', {}, h('tr', {}, ['Type', 'Name', 'Value', 'TTL'].map((c) => h('th', { scope: 'col', text: c })))),
+        h('tbody', {}, records.map((r) => [
+          h('tr', {},
+            h('td', { class: 'mono', text: r.type }),
+            h('td', { class: 'mono', text: r.name }),
+            h('td', { class: 'value' }, h('span', { class: 'mono', text: r.value }),
+              h('button', { type: 'button', class: 'btn small', 'aria-label': 'Copy value ' + r.value, 'data-focus': 'copy:' + domain.hostname + ':' + r.type + ':' + r.name, text: 'Copy', onclick: (e) => copy(e.currentTarget, r.value) })),
+            h('td', { class: 'mono', text: String(r.ttl) })),
+          r.note ? h('tr', {}, h('td', { colspan: '4', class: 'note', text: r.note })) : null,
+        ]))),
+      h('p', { class: 'help', text: 'Names are relative to ' + zone + ' (@ stands for ' + zone + ' itself); some DNS providers want the full name, ' + domain.hostname + ', instead.' }));
+  }
+`;
+
+export const DOMAIN_ACTIONS = String.raw`  function verify(button, hostname, again) {
+    return busy(button, again ? 'Re-verifying…' : 'Verifying…', async () => {
+      try {
+        const domain = await api('POST', projectPath() + '/domains/' + enc(hostname) + (again ? '/reverify' : '/verify'));
+        const problems = (domain.diagnostics || []).length;
+        const text = domain.status === 'verified'
+          ? (problems ? hostname + ' stays verified, but the check found the problems below.' : hostname + ' is verified: its DNS points to Portico. Its certificate is ordered now; the Certificate column follows it.')
+          : domain.status === 'failed' ? hostname + ' could not be verified. Fix what is described below, then verify again.'
+          : hostname + ' is not verified yet. See below, then verify again.';
+        state.notices.set(hostname, { kind: domain.status === 'verified' && !problems ? 'success' : domain.status === 'failed' ? 'error' : 'info', text });
+        say(text);
+      } catch (err) {
+        if (err.status === 401) return;
+        state.notices.set(hostname, { kind: 'error', text: err.message });
+      }
+      await refresh();
+    });
+  }
+
+  function makePrimary(button, hostname) {
+    return busy(button, 'Saving…', async () => {
+      try {
+        await api('PATCH', projectPath() + '/domains/' + enc(hostname), { primary: true });
+        state.notices.set(hostname, { kind: 'success', text: hostname + ' is now the primary domain.' });
+      } catch (err) {
+        if (err.status === 401) return;
+        state.notices.set(hostname, { kind: 'error', text: err.message });
+      }
+      await refresh();
+    });
+  }
+
+  function confirmRemove(button, domain) {
+    const host = domain.hostname;
+    const dialog = $('remove-dialog');
+    $('remove-title').textContent = 'Remove ' + host + '?';
+    $('remove-warning').textContent = 'Traffic on ' + host + ' stops at once, everywhere: visitors get an error page instead of this project, and its certificate is deleted.';
+    $('remove-more').textContent = (domain.primary ? 'It is the primary domain: another verified domain becomes primary, if there is one. ' : '') +
+      'To serve it again you would have to add it and verify it again.';
+    dialog.returnValue = '';
+    dialog.addEventListener('close', () => {
+      if (dialog.returnValue !== 'remove') { if (button.isConnected) button.focus(); return; }
+      busy(button, 'Removing…', async () => {
+        try {
+          await api('DELETE', projectPath() + '/domains/' + enc(host));
+          state.notices.delete(host);
+          say(host + ' removed');
+        } catch (err) {
+          if (err.status === 401) return;
+          state.notices.set(host, { kind: 'error', text: err.message });
+        }
+        await refresh();
+        if (document.activeElement === document.body) $('add-hostname').focus();
+      });
+    }, { once: true });
+    dialog.showModal();
+  }
+`;
