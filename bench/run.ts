@@ -44,7 +44,7 @@ import { buildDist, startPortico, provision, type Portico } from './lib/portico.
 import { expectStatus, get } from './lib/check.ts';
 import { summarizeProfile } from './lib/profile.ts';
 import { h2loadLog, runH2load } from './lib/h2load.ts';
-import { ensureDataset, hostnameOf, loadRedis, procStatus, runScaleClient, startOnDataset, type ClientResult, type Dataset, type ScaleContext, type StartSample } from './lib/scale.ts';
+import { ensureDataset, hostnameOf, loadRedis, memoryBreakdown, procStatus, runScaleClient, startOnDataset, type ClientResult, type Dataset, type ScaleContext, type StartSample } from './lib/scale.ts';
 
 const QUICK = process.env.BENCH_QUICK === '1';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? (QUICK ? 5 : 15));
@@ -632,7 +632,7 @@ interface ScaleRun {
   generatedSeconds: number | null;
   starts: StartSample[];
   firstHandshake?: ClientResult;
-  bulk?: Array<{ done: number; rssMiB: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk']; errors: number }>;
+  bulk?: Array<{ done: number; rssMiB: number; heapMiB?: number; externalMiB?: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk']; errors: number }>;
   warmBulk?: { rssMiB: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk'] };
   probe?: { seconds: number; startedAtAge: number; handshakes: ClientResult['bulk']; stalls: Array<{ age: number; ms: number }> };
   note?: string;
@@ -676,7 +676,7 @@ async function scaleRun(ctx: ScaleContext, ds: Dataset, run: ScaleRun, opts: { r
       console.log(`  ${what}: stall probe (a handshake to the cached domain every 20 ms for ${opts.probeSeconds} s): p50 ${fmt(probe.bulk.p50ms)} ms, ${run.probe.stalls.length} over 100 ms${worst ? `, longest ${fmtInt(worst.ms)} ms, begun ${fmt(worst.age, 1)} s after the spawn` : ''}`);
     }
     if (opts.bulk > 0) {
-      run.bulk = [{ done: 0, rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: NaN, client: { n: 0, p50ms: NaN, p99ms: NaN, maxms: NaN, meanms: NaN }, errors: 0 }];
+      run.bulk = [{ done: 0, rssMiB: procStatus(pid).rss, ...await memoryBreakdown(portico.admin), serverCpuMsPerHandshake: NaN, client: { n: 0, p50ms: NaN, p99ms: NaN, maxms: NaN, meanms: NaN }, errors: 0 }];
       const bulkFrom = Math.min(ds.count - opts.bulk, Math.ceil(ds.count / 5));
       if (bulkFrom < coldFrom + SCALE_COLD) throw new Error(`${fmtInt(opts.bulk)} cold handshakes in bulk need more than ${fmtInt(ds.count)} domains`);
       for (let done = 0; done < opts.bulk; done += SCALE_BULK_STEP) {
@@ -684,7 +684,7 @@ async function scaleRun(ctx: ScaleContext, ds: Dataset, run: ScaleRun, opts: { r
         const cpu0 = cpuSeconds(processTree(pid));
         const r = await runScaleClient(ctx, { port: portico.https, mode: 'bulk', from: bulkFrom + done, count: n, concurrency: SCALE_CONCURRENCY });
         const cpu = cpuSeconds(processTree(pid)) - cpu0;
-        run.bulk.push({ done: done + n, rssMiB: procStatus(pid).rss, serverCpuMsPerHandshake: (cpu * 1000) / Math.max(1, r.bulk.n), client: r.bulk, errors: r.errors + r.wrongCertificate });
+        run.bulk.push({ done: done + n, rssMiB: procStatus(pid).rss, ...await memoryBreakdown(portico.admin), serverCpuMsPerHandshake: (cpu * 1000) / Math.max(1, r.bulk.n), client: r.bulk, errors: r.errors + r.wrongCertificate });
       }
       const cpu0 = cpuSeconds(processTree(pid));
       const w = await runScaleClient(ctx, { port: portico.https, mode: 'bulk', from: 0, count: SCALE_BULK_STEP, concurrency: SCALE_CONCURRENCY, warm: hostnameOf(0) });
@@ -770,10 +770,10 @@ async function runScale(ctx: ScaleContext, withRedis: boolean): Promise<ScaleRes
   }), 2));
   for (const r of out.runs.filter((x) => x.bulk)) {
     console.log('');
-    const rows = r.bulk!.map((b) => [b.done === 0 ? 'start (+ the handshakes above)' : `${fmtInt(b.done)} cold`, fmt(b.rssMiB, 0), b.done === 0 ? '–' : fmt(b.serverCpuMsPerHandshake), b.done === 0 ? '–' : fmt(b.client.p50ms), b.done === 0 ? '–' : fmt(b.client.p99ms), b.done === 0 ? '–' : fmt(b.client.maxms), String(b.errors)]);
-    if (r.warmBulk) rows.push([`${fmtInt(SCALE_BULK_STEP)} to the cached domain`, fmt(r.warmBulk.rssMiB, 0), fmt(r.warmBulk.serverCpuMsPerHandshake), fmt(r.warmBulk.client.p50ms), fmt(r.warmBulk.client.p99ms), fmt(r.warmBulk.client.maxms), '–']);
+    const rows = r.bulk!.map((b) => [b.done === 0 ? 'start (+ the handshakes above)' : `${fmtInt(b.done)} cold`, fmt(b.rssMiB, 0), fmt(b.heapMiB ?? NaN, 0), fmt(b.externalMiB ?? NaN, 0), b.done === 0 ? '–' : fmt(b.serverCpuMsPerHandshake), b.done === 0 ? '–' : fmt(b.client.p50ms), b.done === 0 ? '–' : fmt(b.client.p99ms), b.done === 0 ? '–' : fmt(b.client.maxms), String(b.errors)]);
+    if (r.warmBulk) rows.push([`${fmtInt(SCALE_BULK_STEP)} to the cached domain`, fmt(r.warmBulk.rssMiB, 0), '', '', fmt(r.warmBulk.serverCpuMsPerHandshake), fmt(r.warmBulk.client.p50ms), fmt(r.warmBulk.client.p99ms), fmt(r.warmBulk.client.maxms), '–']);
     console.log(`${fmtInt(r.count)} domains, ${r.state}: ${SCALE_CONCURRENCY} handshakes at a time, each row ${fmtInt(SCALE_BULK_STEP)} more never-seen domains`);
-    console.log(table(['after', 'RSS MiB', 'server CPU ms/handshake', 'client p50 ms', 'p99 ms', 'max ms', 'errors'], rows));
+    console.log(table(['after', 'RSS MiB', 'V8 heap MiB', 'external MiB', 'server CPU ms/handshake', 'client p50 ms', 'p99 ms', 'max ms', 'errors'], rows));
   }
 
   if (out.redisDefaultStart) console.log(`\nRedis, shipped configuration: ${out.redisDefaultStart}`);

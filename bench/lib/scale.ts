@@ -325,6 +325,17 @@ function status(pid: number): { rss: number; hwm: number } {
   }
 }
 
+/** Where the memory went, from Portico's own /metrics (prom-client's process and V8 gauges), MiB. */
+export async function memoryBreakdown(adminPort: number): Promise<{ heapMiB: number; externalMiB: number } | null> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+    const gauge = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 1048576;
+    return { heapMiB: gauge('nodejs_heap_size_total_bytes'), externalMiB: gauge('nodejs_external_memory_bytes') };
+  } catch {
+    return null;
+  }
+}
+
 export interface ScaleContext {
   tmp: string;
   cpus: string | null;
