@@ -26,6 +26,8 @@
 // Environment: BENCH_QUICK=1 (5 s × 1 instead of 15 s × 3), BENCH_SECONDS, BENCH_REPEATS, BENCH_WARMUP (3 s),
 // BENCH_CONNECTIONS (50), BENCH_VARIANT (a second Portico with extra variables, measured interleaved: an A/B run),
 // BENCH_VARIANT_ENTRY (that second Portico from another build, e.g. an older checkout's dist/cli/main.js),
+// BENCH_TLS_GROUPS (the handshake client's key exchange groups; default X25519, what nginx can do),
+// BENCH_VARIANT_NODE_ARGS (Node flags for that second Portico after npm start's, e.g. --max-semi-space-size=32),
 // BENCH_ONLY=proxy,h2,v1,paced,redirect,handshake,resume,scale, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
 // afterwards, top self-time functions printed), BENCH_SRC=1 (run src/ instead of the build in dist/, which is
 // what `npm start` runs and what the bench builds and runs by default),
@@ -73,7 +75,12 @@ const ALL = ['proxy', 'h2', 'v1', 'paced', 'redirect', 'handshake', 'resume', 's
 type ScenarioId = (typeof ALL)[number];
 const ONLY = new Set((process.env.BENCH_ONLY ?? ALL.join(',')).split(',').map((s) => s.trim()).filter(Boolean));
 const VARIANT_ENTRY = process.env.BENCH_VARIANT_ENTRY || undefined;
-const VARIANT = process.env.BENCH_VARIANT || VARIANT_ENTRY ? Object.fromEntries((process.env.BENCH_VARIANT ?? '').trim().split(/\s+/).filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)])) as Record<string, string> : null;
+// The key exchange the handshake client offers. nginx 1.22 on OpenSSL 3.0 has no ML-KEM, so the
+// anchored figure offers X25519 only and both servers do the same work; BENCH_TLS_GROUPS=X25519MLKEM768:X25519
+// offers the hybrid post-quantum exchange first, as browsers do, which Portico then picks.
+const HANDSHAKE_GROUPS = process.env.BENCH_TLS_GROUPS || 'X25519';
+const VARIANT_NODE_ARGS = (process.env.BENCH_VARIANT_NODE_ARGS ?? '').trim().split(/\s+/).filter(Boolean);
+const VARIANT = process.env.BENCH_VARIANT || VARIANT_ENTRY || VARIANT_NODE_ARGS.length ? Object.fromEntries((process.env.BENCH_VARIANT ?? '').trim().split(/\s+/).filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)])) as Record<string, string> : null;
 const PROFILE = process.env.BENCH_PROFILE === '1' ? 'proxy' : process.env.BENCH_PROFILE ?? '';
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -356,8 +363,8 @@ async function main(): Promise<void> {
     // BENCH_VARIANT='NAME=value …': a second Portico with these variables beside the first (Redis
     // state only: both serve the same accounts, keys and project), measured interleaved with it
     if (VARIANT && redisUrl) {
-      variant = await startPortico({ dataDir: path.join(tmp, 'data-variant'), certsDir, logFile: path.join(tmp, 'portico-variant.log'), cpus: pinning.server, redisUrl, env: VARIANT, entry: VARIANT_ENTRY });
-      console.log(`Portico (variant): ${[VARIANT_ENTRY ?? '', ...Object.entries(VARIANT).map(([k, v]) => `${k}=${v}`)].join(' ').trim()}, pid ${variant.process.pid}`);
+      variant = await startPortico({ dataDir: path.join(tmp, 'data-variant'), certsDir, logFile: path.join(tmp, 'portico-variant.log'), cpus: pinning.server, redisUrl, env: VARIANT, entry: VARIANT_ENTRY, nodeArgs: VARIANT_NODE_ARGS });
+      console.log(`Portico (variant): ${[VARIANT_ENTRY ?? '', ...VARIANT_NODE_ARGS, ...Object.entries(VARIANT).map(([k, v]) => `${k}=${v}`)].join(' ').trim()}, pid ${variant.process.pid}`);
     } else if (VARIANT) console.log('note: BENCH_VARIANT needs redis-server (the variant shares the first Portico\'s state through Redis); ignored');
     const auth = { authorization: `Bearer ${key}` };
     for (const [name, description] of [['Dogs', 'Loyal companions'], ['Cats', 'Independent spirits'], ['Birds', 'Feathered friends']]) {
@@ -405,7 +412,7 @@ async function main(): Promise<void> {
     const wrk = (port: number, hostname: string, urlPath: string, extra: { scheme?: 'http' | 'https'; headers?: Record<string, string>; paceMs?: number } = {}) => (seconds: number) =>
       runWrk({ scheme: extra.scheme ?? 'https', hostname, port, path: urlPath, headers: extra.headers, connections: CONNECTIONS, seconds, cpus: pinning.client, resolution, paceMs: extra.paceMs });
     const handshakes = (port: number, hostname: string, urlPath: string, resume: boolean) => (seconds: number) =>
-      runHandshakes({ port, servername: hostname, hostHeader: hostname, path: urlPath, concurrency: HANDSHAKE_CONCURRENCY, seconds, maxRequests: 250_000, resume, cpus: pinning.client });
+      runHandshakes({ port, servername: hostname, hostHeader: hostname, path: urlPath, concurrency: HANDSHAKE_CONCURRENCY, seconds, maxRequests: 250_000, resume, groups: HANDSHAKE_GROUPS, cpus: pinning.client });
     const nginxReuse = () => {
       if (!nginx || !existsSync(nginx.accessLog)) return undefined;
       const lines = readFileSync(nginx.accessLog, 'utf8').split('\n').filter(Boolean);
@@ -551,7 +558,7 @@ async function main(): Promise<void> {
       scenarios.push({
         id: 'handshake',
         title: 'd. full TLS handshake per request (no session offered)',
-        describe: `bench/tls-client.ts, ${HANDSHAKE_CONCURRENCY} concurrent loops of connect (TLS 1.3, X25519, ECDSA P-256) → GET / (Connection: close) → close, on the load core. The client may be the bottleneck, so "req/CPU-s" (handshakes per second of server CPU) is the per-core figure`,
+        describe: `bench/tls-client.ts, ${HANDSHAKE_CONCURRENCY} concurrent loops of connect (TLS 1.3, ${HANDSHAKE_GROUPS}, ECDSA P-256) → GET / (Connection: close) → close, on the load core. The client may be the bottleneck, so "req/CPU-s" (handshakes per second of server CPU) is the per-core figure`,
         targets,
         ratios: nginx
           ? [
@@ -832,7 +839,7 @@ async function profileRun(which: 'proxy' | 'v1' | 'handshake', ctx: { startOne: 
   // same Redis and certs dir: the project and the key are there already
   const p = await ctx.startOne(['--cpu-prof', `--cpu-prof-dir=${dir}`]);
   const load = (seconds: number) => which === 'handshake'
-    ? runHandshakes({ port: p.https, servername: 'bench.localhost', hostHeader: 'bench.localhost', path: '/', concurrency: HANDSHAKE_CONCURRENCY, seconds, maxRequests: 250_000, resume: false, cpus: pinning.client })
+    ? runHandshakes({ port: p.https, servername: 'bench.localhost', hostHeader: 'bench.localhost', path: '/', concurrency: HANDSHAKE_CONCURRENCY, seconds, maxRequests: 250_000, resume: false, groups: HANDSHAKE_GROUPS, cpus: pinning.client })
     : runWrk({ scheme: 'https', hostname: which === 'v1' ? 'api.localhost' : 'bench.localhost', port: p.https, path: which === 'v1' ? '/v1/categories' : '/', headers: which === 'v1' ? ctx.auth : undefined, connections: CONNECTIONS, seconds, cpus: pinning.client, resolution: ctx.resolution });
   await load(WARMUP);
   const r = await load(SECONDS);

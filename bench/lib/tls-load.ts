@@ -14,6 +14,8 @@ export interface HandshakeRun {
   seconds: number;
   maxRequests: number;
   resume: boolean;
+  /** the key exchange groups offered (tls.connect's ecdhCurve) */
+  groups: string;
   cpus: string | null;
 }
 

@@ -5,7 +5,7 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { TLSSocket, SecureContext } from 'node:tls';
+import { createSecureContext, type TLSSocket, type SecureContext } from 'node:tls';
 import type { Config } from '../config.ts';
 import type { Metrics } from '../metrics.ts';
 import type { KeyPair } from '../certs/fallback.ts';
@@ -19,6 +19,20 @@ const CIPHERS = [
   'ECDHE-ECDSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-ECDSA-AES256-GCM-SHA384',
   'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-CHACHA20-POLY1305', 'ECDHE-RSA-CHACHA20-POLY1305',
 ].join(':');
+
+// Key exchange: the hybrid post-quantum X25519MLKEM768 first, as current browsers and Caddy do (a
+// connection recorded today cannot be decrypted later by a quantum computer), then X25519 and the NIST
+// curves for every other client. A Node whose OpenSSL lacks ML-KEM (before 3.5) gets the classical list.
+const CLASSICAL_GROUPS = 'X25519:P-256:P-384';
+const KEY_EXCHANGE_GROUPS = (() => {
+  const hybrid = `X25519MLKEM768:${CLASSICAL_GROUPS}`;
+  try {
+    createSecureContext({ ecdhCurve: hybrid });
+    return hybrid;
+  } catch {
+    return CLASSICAL_GROUPS;
+  }
+})();
 
 type PlainHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
@@ -59,7 +73,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
   const { config, metrics, handlers } = deps;
   let t = config.timeouts;
   let trust = deps.trust;
-  const secureOptions = { minVersion: 'TLSv1.2' as const, ciphers: CIPHERS, honorCipherOrder: true, ecdhCurve: 'X25519:P-256:P-384' };
+  const secureOptions = { minVersion: 'TLSv1.2' as const, ciphers: CIPHERS, honorCipherOrder: true, ecdhCurve: KEY_EXCHANGE_GROUPS };
   const https = http2.createSecureServer({
     allowHTTP1: true,
     // http.createServer turns Nagle off for its sockets, http2.createSecureServer does not: an answer

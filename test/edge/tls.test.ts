@@ -6,17 +6,19 @@ import { startPortico } from '../helpers/portico.ts';
 import { startRedis } from '../helpers/redis.ts';
 
 /** Connects, waits for the session ticket, returns it with what was negotiated. */
-function connect(port: number, ca: string, options: tls.ConnectionOptions = {}): Promise<{ reused: boolean; protocol: string | null; cipher: string; session: Buffer | undefined }> {
+function connect(port: number, ca: string, options: tls.ConnectionOptions = {}): Promise<{ reused: boolean; protocol: string | null; cipher: string; group: string | undefined; session: Buffer | undefined }> {
   return new Promise((resolve, reject) => {
     let session: Buffer | undefined;
     const socket = tls.connect({ host: '127.0.0.1', port, servername: 'api.localhost', ca, ALPNProtocols: ['http/1.1'], ...options });
     socket.on('session', (s) => (session = s));
+    let group: string | undefined;
     socket.once('secureConnect', () => {
+      group = (socket.getEphemeralKeyInfo() as { name?: string } | null)?.name;
       // TLS 1.3 tickets arrive after the handshake: give them a moment, then ask for nothing more
       socket.write('GET /v1/openapi.json HTTP/1.1\r\nHost: api.localhost\r\nConnection: close\r\n\r\n');
     });
     socket.on('data', () => undefined);
-    socket.on('end', () => resolve({ reused: socket.isSessionReused(), protocol: socket.getProtocol(), cipher: socket.getCipher().name, session }));
+    socket.on('end', () => resolve({ reused: socket.isSessionReused(), protocol: socket.getProtocol(), cipher: socket.getCipher().name, group, session }));
     socket.on('error', reject);
   });
 }
@@ -32,6 +34,11 @@ t.test('protocol versions and suites', async (t) => {
   await t.rejects(connect(port, portico.ca, { maxVersion: 'TLSv1.2', ciphers: 'AES128-SHA256' }), 'CBC without forward secrecy is refused');
   const tls13 = await connect(port, portico.ca);
   t.equal(tls13.protocol, 'TLSv1.3');
+  t.equal(tls13.group, 'X25519MLKEM768', 'a client offering the hybrid post-quantum key exchange gets it');
+  t.equal((await connect(port, portico.ca, { ecdhCurve: 'X25519' })).group, 'X25519', 'a classical client gets X25519');
+  t.equal((await connect(port, portico.ca, { ecdhCurve: 'P-256' })).group, 'prime256v1', 'and one with only P-256 gets that');
+  t.equal((await connect(port, portico.ca, { maxVersion: 'TLSv1.2' })).group, 'X25519', 'TLS 1.2 uses X25519 (ML-KEM is TLS 1.3 only)');
+  await t.rejects(connect(port, portico.ca, { ecdhCurve: 'P-521' }), 'a group outside the list is refused');
 });
 
 t.test('session resumption on one instance and across instances sharing Redis', async (t) => {
