@@ -62,7 +62,7 @@ export function createCertificateManager(options: ManagerOptions) {
   // the next turn of the event loop: the handshake that was just handed it installs it when its
   // SNI callback runs, in this turn's microtasks (the OCSP answer comes synchronously too), and a
   // connection keeps its own reference to what it installed. Closing it any later only holds memory:
-  // a delay of 1–2 s kept ~20 MiB of dropped contexts alive under a flood of new names.
+  // under a flood of new names, a second's worth of dropped contexts.
   let retiring: tls.SecureContext[] = [];
   const retire = (context: tls.SecureContext) => {
     if (retiring.push(context) > 1) return;

@@ -24,7 +24,7 @@ const CIPHERS = [
 // connection recorded today cannot be decrypted later by a quantum computer), then X25519 and the NIST
 // curves for every other client. A Node whose OpenSSL lacks ML-KEM (before 3.5) gets the classical list.
 const CLASSICAL_GROUPS = 'X25519:P-256:P-384';
-const KEY_EXCHANGE_GROUPS = (() => {
+function keyExchangeGroups(): string {
   const hybrid = `X25519MLKEM768:${CLASSICAL_GROUPS}`;
   try {
     createSecureContext({ ecdhCurve: hybrid });
@@ -32,7 +32,7 @@ const KEY_EXCHANGE_GROUPS = (() => {
   } catch {
     return CLASSICAL_GROUPS;
   }
-})();
+}
 
 type PlainHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
@@ -73,7 +73,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
   const { config, metrics, handlers } = deps;
   let t = config.timeouts;
   let trust = deps.trust;
-  const secureOptions = { minVersion: 'TLSv1.2' as const, ciphers: CIPHERS, honorCipherOrder: true, ecdhCurve: KEY_EXCHANGE_GROUPS };
+  const secureOptions = { minVersion: 'TLSv1.2' as const, ciphers: CIPHERS, honorCipherOrder: true, ecdhCurve: keyExchangeGroups() };
   const https = http2.createSecureServer({
     allowHTTP1: true,
     // http.createServer turns Nagle off for its sockets, http2.createSecureServer does not: an answer
