@@ -5,7 +5,7 @@
 //   a. proxy keep-alive: wrk → HTTPS → Portico → loopback origin, vs nginx (same origin, keep-alive
 //      upstream); informational: a bare undici proxy in Node (bench/bare-proxy.ts), the origin directly
 //   b. /v1: authenticated GET /v1/categories with the Redis limiter, vs a bare Node HTTPS server
-//      answering a body of the same size
+//      answering a body of the same size; informational: a Portico on embedded state (no Redis)
 //   c. redirect: the plain-HTTP listener's redirect to HTTPS, vs nginx `return 308`
 //   d. full TLS handshake per request (a Node client that never offers a session), vs nginx and a bare
 //      Node HTTPS server
@@ -312,6 +312,7 @@ async function main(): Promise<void> {
   const started = new Date();
   let portico: Portico | undefined;
   let variant: Portico | undefined;
+  let embedded: Portico | undefined;
   let nginx: Nginx | undefined;
   let origin: Spawned | undefined;
   let redis: Spawned | undefined;
@@ -374,6 +375,18 @@ async function main(): Promise<void> {
     if (proxied.body.length !== 100) throw new Error(`Portico → origin: expected the origin's 100-byte body, got ${proxied.body.length} bytes`);
     const v1Body = (await expectStatus('GET /v1/categories', get({ scheme: 'https', port: portico.https, hostname: 'api.localhost', path: '/v1/categories', headers: auth }), 200)).body;
     writeFileSync(path.join(tmp, 'v1-body.json'), v1Body);
+    // /v1 on embedded state (what `npm start` runs without PORTICO_REDIS_URL): an informational row of
+    // scenario b, a Portico of its own with the same account, categories and answer
+    let embeddedAuth: Record<string, string> = {};
+    if (redisUrl && ONLY.has('v1') && tools.wrk) {
+      embedded = await startPortico({ dataDir: path.join(tmp, 'data-embedded'), certsDir, logFile: path.join(tmp, 'portico-embedded.log'), cpus: pinning.server });
+      embeddedAuth = { authorization: `Bearer ${(await provision(embedded, originPort)).key}` };
+      for (const category of JSON.parse(v1Body.toString('utf8')) as Array<{ name: string; description: string }>) {
+        await expectStatus('POST /v1/categories (embedded)', get({ scheme: 'https', port: embedded.https, hostname: 'api.localhost', path: '/v1/categories', method: 'POST', headers: { ...embeddedAuth, 'content-type': 'application/json' }, body: JSON.stringify({ name: category.name, description: category.description }) }), 201);
+      }
+      const answer = await expectStatus('GET /v1/categories (embedded)', get({ scheme: 'https', port: embedded.https, hostname: 'api.localhost', path: '/v1/categories', headers: embeddedAuth }), 200);
+      if (answer.body.length !== v1Body.length) throw new Error(`Portico on embedded state answers ${answer.body.length} bytes for /v1/categories, the Redis one ${v1Body.length}`);
+    }
 
     // --- anchors
     if (tools.nginx) {
@@ -501,11 +514,18 @@ async function main(): Promise<void> {
             { name: 'Portico /v1', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.https, 'api.localhost', '/v1/categories', { headers: auth }) },
             { name: 'bare Node HTTPS', pids: pidsOf(bare), onServerCore: true, load: wrk(barePort, 'api.localhost', '/v1/categories') },
             ...(variant ? [{ name: 'Portico /v1 (variant)', pids: pidsOf(variant.process), onServerCore: true, load: wrk(variant.https, 'api.localhost', '/v1/categories', { headers: auth }) }] : []),
+            ...(embedded ? [{ name: 'Portico /v1, embedded state (info)', pids: pidsOf(embedded.process), onServerCore: true, before: truncate(embedded.logFile), load: wrk(embedded.https, 'api.localhost', '/v1/categories', { headers: embeddedAuth }) }] : []),
           ],
           ratios: [
             { label: 'Portico ÷ bare req/s', num: 'Portico /v1', den: 'bare Node HTTPS', metric: 'rps', target: { op: '>=', value: 0.75 } },
             { label: 'Portico ÷ bare p99', num: 'Portico /v1', den: 'bare Node HTTPS', metric: 'p99ms', target: { op: '<=', value: 2 } },
             { label: 'Portico ÷ bare req per CPU-second', num: 'Portico /v1', den: 'bare Node HTTPS', metric: 'perCpuSecond' },
+            ...(embedded
+              ? [
+                  { label: 'Portico embedded ÷ bare req/s', num: 'Portico /v1, embedded state (info)', den: 'bare Node HTTPS', metric: 'rps' as const },
+                  { label: 'Portico embedded ÷ Portico Redis req per CPU-second', num: 'Portico /v1, embedded state (info)', den: 'Portico /v1', metric: 'perCpuSecond' as const },
+                ]
+              : []),
           ],
         });
       }
