@@ -22,5 +22,5 @@ EXPOSE 8080 8443 9180
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:' + (process.env.PORTICO_ADMIN_PORT || 9180) + '/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["node", "--max-semi-space-size=8", "dist/cli/main.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=8", "--heap-growing-percent=20", "dist/cli/main.js"]
 CMD ["serve"]

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=8
+#!/usr/bin/env -S node --max-semi-space-size=8 --heap-growing-percent=20
 // `portico` — runs the server (`serve`) and is a client of the admin API for everything else.
 // The compile cache comes first, before any module worth caching is compiled; the server's own
 // modules load through import() in `serve`, so admin commands start without them.
