@@ -25,3 +25,24 @@ t.test('subjects are dropped once their day, refusals and ban are over', async (
   await limiter.close();
   t.equal(limiter.size, 0);
 });
+
+t.test('decisions are taken when asked and handed back together after the turn\'s reads', async (t) => {
+  const limiter = new MemoryLimiter();
+  const limit = { perMinute: 3, perDay: 50 };
+  const events: string[] = [];
+  // six calls in one turn: counted in call order at once (the fourth is the first over the limit)...
+  const answers = Array.from({ length: 6 }, (_, i) => limiter.consume('acct_a:production', limit, BAN, NOW).then((d) => {
+    events.push(`answer ${i}`);
+    return d;
+  }));
+  process.nextTick(() => events.push('same turn'));
+  setImmediate(() => events.push('next check phase'));
+  const decisions = await Promise.all(answers);
+  t.same(decisions.map((d) => d.allowed), [true, true, true, false, false, false]);
+  t.same(decisions.map((d) => d.remaining), [2, 1, 0, 0, 0, 0]);
+  // ...but none answers within the turn it was asked in, and all six answer in one go, before
+  // anything scheduled for the check phase after them
+  await new Promise((resolve) => setImmediate(resolve));
+  t.same(events, ['same turn', 'answer 0', 'answer 1', 'answer 2', 'answer 3', 'answer 4', 'answer 5', 'next check phase']);
+  await limiter.close();
+});
