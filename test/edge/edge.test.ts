@@ -62,8 +62,12 @@ t.test('Host differing from SNI → 421; no SNI or an IP literal SNI → Host de
 
 t.test('client IP: trusted proxies forward it, others cannot forge it', async (t) => {
   const { key } = await accountWithKey(ports.admin, 'pro');
+  const accessLines = () => portico.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+  const before = accessLines().length;
   await api(ports.https, ca, key, { path: '/v1/categories', headers: { 'x-forwarded-for': '203.0.113.9, 127.0.0.1' } });
-  const line = portico.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request').at(-1);
+  // the access line is written once the answer has gone out, which may be just after the client has it
+  for (let waited = 0; accessLines().length === before && waited < 2000; waited += 10) await new Promise((r) => setTimeout(r, 10));
+  const line = accessLines().at(-1);
   t.equal(line.clientIp, '203.0.113.9', 'right-most untrusted hop');
   const anonymous = await api(ports.https, ca, null, { path: '/v1/categories', headers: { 'x-forwarded-for': '198.51.100.1' } });
   t.equal(anonymous.headers['x-ratelimit-remaining'], '59', 'anonymous calls are counted per forwarded client IP');
