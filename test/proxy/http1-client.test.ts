@@ -1018,6 +1018,49 @@ t.test('origins have separate pools', async (t) => {
 });
 
 // ---------------------------------------------------------------------------------------------------
+// answers read in one turn are handled after that turn's reads
+
+t.test('answers that arrive together are all read before any is handled, then handled in one go', async (t) => {
+  const held: RawRequest[] = [];
+  const upstream = await rawServer(t, (req) => {
+    if (req.index > 0) {
+      req.socket.write(answerOf('again'));
+      return;
+    }
+    held.push(req);
+    // the four answers leave in one tick, so the client finds all four sockets readable at once
+    if (held.length === 4) for (const one of held) one.socket.write(answerOf(`answer ${one.conn}`));
+  });
+  const client = newClient(t);
+  const events: string[] = [];
+  const emit = net.Socket.prototype.emit;
+  net.Socket.prototype.emit = function (this: net.Socket, event: string | symbol, ...args: unknown[]) {
+    if (event === 'data' && this.remotePort === upstream.port) events.push('read');
+    return emit.call(this, event, ...args);
+  } as typeof emit;
+  t.teardown(() => {
+    net.Socket.prototype.emit = emit;
+  });
+  const sent = Array.from({ length: 4 }, () => {
+    const sink = new Collector();
+    const end = sink.end.bind(sink);
+    sink.end = (chunk?: Buffer) => {
+      events.push('handled');
+      end(chunk);
+    };
+    return send(client, upstream.origin, { sink });
+  });
+  const answers = await Promise.all(sent.map((one) => one.answer));
+  net.Socket.prototype.emit = emit;
+  t.equal(upstream.accepted, 4, 'four connections');
+  t.same(answers.map((a) => a.body).sort(), ['answer 0', 'answer 1', 'answer 2', 'answer 3']);
+  t.same(events, ['read', 'read', 'read', 'read', 'handled', 'handled', 'handled', 'handled']);
+  // and the connections go on serving
+  t.equal((await get(client, upstream.origin)).body, 'again');
+  t.equal(upstream.accepted, 4, 'on one of the same connections');
+});
+
+// ---------------------------------------------------------------------------------------------------
 // back-pressure
 
 const byteAt = (i: number) => i % 251;
