@@ -541,12 +541,20 @@ async function main(): Promise<void> {
           { label: 'Portico ÷ nginx req/s (the same offered load: ≈ 1)', num: 'Portico → origin, paced', den: 'nginx → origin, paced', metric: 'rps' },
         );
       } else skipped.push('p. paced proxy vs nginx: nginx unavailable');
+      if (variant) {
+        targets.push({ name: 'Portico → origin, paced (variant)', pids: pidsOf(variant.process), onServerCore: true, load: wrk(variant.https, 'bench.localhost', '/', paced) });
+        ratios.push({ label: 'variant ÷ Portico p99 at equal load (proxy)', num: 'Portico → origin, paced (variant)', den: 'Portico → origin, paced', metric: 'p99ms' });
+      }
       if (redisUrl) {
         targets.push(
           { name: 'Portico /v1, paced', pids: porticoPids, onServerCore: true, before: clearLogs, load: wrk(portico.https, 'api.localhost', '/v1/categories', { headers: auth, ...paced }) },
           { name: 'bare Node HTTPS, paced', pids: pidsOf(bare), onServerCore: true, load: wrk(barePort, 'api.localhost', '/v1/categories', paced) },
         );
         ratios.push({ label: 'Portico /v1 ÷ bare p99 at equal load', num: 'Portico /v1, paced', den: 'bare Node HTTPS, paced', metric: 'p99ms', target: { op: '<=', value: 2 } });
+        if (variant) {
+          targets.push({ name: 'Portico /v1, paced (variant)', pids: pidsOf(variant.process), onServerCore: true, load: wrk(variant.https, 'api.localhost', '/v1/categories', { headers: auth, ...paced }) });
+          ratios.push({ label: 'variant ÷ Portico p99 at equal load (/v1)', num: 'Portico /v1, paced (variant)', den: 'Portico /v1, paced', metric: 'p99ms' });
+        }
       }
       scenarios.push({
         id: 'paced',
