@@ -1036,7 +1036,7 @@ t.test('answers that arrive together are all read before any is handled, then ha
   const emit = net.Socket.prototype.emit;
   net.Socket.prototype.emit = function (this: net.Socket, event: string | symbol, ...args: unknown[]) {
     if (event === 'data' && this.remotePort === upstream.port) events.push('read');
-    return emit.call(this, event, ...args);
+    return Reflect.apply(emit, this, [event, ...args]) as boolean;
   } as typeof emit;
   t.teardown(() => {
     net.Socket.prototype.emit = emit;
