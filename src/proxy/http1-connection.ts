@@ -4,16 +4,16 @@
 // rules are listed at the top of http1-client.ts.
 //
 // An answer read while an exchange is in flight is handled once the event loop has read everything that
-// was waiting in that turn (one setImmediate for all connections), not inside its own read: handling
-// each answer where it was read interleaved every visitor's answer with the reads of the next requests.
-// Under 50 keep-alive connections the proxy did 11,860 req per CPU-second that way and 14,537 with the
-// answers of a turn handled together (p50 4.09 → 3.22 ms). At most one read waits per connection: a
-// second one in the same turn (a large answer) is handled at once, after the first, or goes back into
-// the socket when the first one filled the visitor's side (back-pressure as before). Bytes on an idle
-// connection, its end, an error, a close or a timeout never wait: whatever waits is handled first, in
-// order.
+// was waiting in that turn (after-reads.ts), not inside its own read: handling each answer where it was
+// read interleaved every visitor's answer with the reads of the next requests. Under 50 keep-alive
+// connections the proxy did 11,860 req per CPU-second that way and 14,537 with the answers of a turn
+// handled together (p50 4.09 → 3.22 ms). At most one read waits per connection: a second one in the
+// same turn (a large answer) is handled at once, after the first, or goes back into the socket when the
+// first one filled the visitor's side (back-pressure as before). Bytes on an idle connection, its end,
+// an error, a close or a timeout never wait: whatever waits is handled first, in order.
 import type net from 'node:net';
 import type { Readable } from 'node:stream';
+import { afterReads } from '../after-reads.ts';
 import { BodyReader, type BodyEvents, type Framing } from './http1-body.ts';
 import { parseAnswerHead } from './http1-head.ts';
 import type { Attempt, ClientOptions, Origin, PoolHooks, Sink } from './http1-types.ts';
@@ -25,13 +25,6 @@ const MAX_HEAD = 64 * 1024;
 const HEAD_END = Buffer.from('\r\n\r\n');
 
 export class Connection {
-  static #waiting: Connection[] = [];
-  static #handleWaiting = (): void => {
-    const waiting = Connection.#waiting;
-    Connection.#waiting = [];
-    for (const connection of waiting) connection.#takeDeferred();
-  };
-
   readonly socket: net.Socket;
   readonly origin: Origin;
   /** at least one exchange completed on it */
@@ -108,7 +101,7 @@ export class Connection {
       }
     } else if (this.#call !== undefined) {
       this.#deferred = chunk;
-      if (Connection.#waiting.push(this) === 1) setImmediate(Connection.#handleWaiting);
+      afterReads(() => this.#takeDeferred());
       return;
     }
     this.#onData(chunk);

@@ -2,12 +2,12 @@
 // Same steps as limiter-script.ts, in the same order; the decision is synchronous, so one
 // consume() cannot interleave with another and check-and-count stays atomic.
 //
-// Decisions are taken when asked, but handed back together once the event loop has read everything
-// that was waiting (one setImmediate per turn), as the Redis limiter's answers arrive together with its
-// reply. Answering inside each read made every /v1 answer its own write between two reads: under 50
-// keep-alive connections /v1 on embedded state cost 67–72 µs of CPU per request against 43–51 µs
-// with the answers of a turn written together (and 0.70–0.75× the Redis backend's req per CPU-second).
-// An answer waits at most for the rest of its turn's reads.
+// Decisions are taken when asked, but handed back after the turn's reads (after-reads.ts), as the Redis
+// limiter's answers arrive together with its reply. Answering inside each read made every /v1 answer
+// its own write between two reads: under 50 keep-alive connections /v1 on embedded state cost 67–72 µs
+// of CPU per request against 43–51 µs with the answers of a turn written together (and 0.70–0.75× the
+// Redis backend's req per CPU-second).
+import { afterReads } from '../after-reads.ts';
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
 import { bannedDecision, DAY_MS, isAllowed, MINUTE_MS, windowDecision, windowsAt, windowStart } from './windows.ts';
 
@@ -26,20 +26,11 @@ interface Counters {
 export class MemoryLimiter implements RateLimiter {
   #counters = new Map<string, Counters>();
   #nextSweepMs = 0;
-  #answers: Array<() => void> = [];
 
   consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number): Promise<Decision> {
     const decision = this.#decide(subject, limit, ban, nowMs ?? Date.now());
-    return new Promise((resolve) => {
-      if (this.#answers.push(() => resolve(decision)) === 1) setImmediate(this.#release);
-    });
+    return new Promise((resolve) => afterReads(() => resolve(decision)));
   }
-
-  #release = (): void => {
-    const answers = this.#answers;
-    this.#answers = [];
-    for (const answer of answers) answer();
-  };
 
   #decide(subject: string, limit: Limit, ban: BanPolicy, now: number): Decision {
     this.#sweep(now);
