@@ -4,6 +4,7 @@
 import tls from 'node:tls';
 import { X509Certificate, createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
+import { afterReads } from '../after-reads.ts';
 import { createContextMaker } from './secure-contexts.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
@@ -63,15 +64,7 @@ export function createCertificateManager(options: ManagerOptions) {
   // SNI callback runs, in this turn's microtasks (the OCSP answer comes synchronously too), and a
   // connection keeps its own reference to what it installed. Closing it any later only holds memory:
   // under a flood of new names, a second's worth of dropped contexts.
-  let retiring: tls.SecureContext[] = [];
-  const retire = (context: tls.SecureContext) => {
-    if (retiring.push(context) > 1) return;
-    setImmediate(() => {
-      const closing = retiring;
-      retiring = [];
-      for (const old of closing) closeContext(old);
-    });
-  };
+  const retire = (context: tls.SecureContext) => afterReads(() => closeContext(context));
   const cache = new LRUCache<string, { context: tls.SecureContext; notAfter: number }>({ max: options.cacheSize ?? 1_000, dispose: (entry) => retire(entry.context) });
   // a cold handshake loads its certificate into a context made ahead (about 0.2 ms instead of 0.5–1)
   const contexts = createContextMaker();
