@@ -16,6 +16,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { createHash } from 'node:crypto';
+import { afterReads } from '../after-reads.ts';
 import { bulk, INCOMPLETE, ReplyError, ReplyReader, type Reply } from './resp.ts';
 
 export interface LimiterConnectionOptions {
@@ -181,8 +182,8 @@ export class LimiterConnection {
     }
     if (this.#flushScheduled) return;
     this.#flushScheduled = true;
-    // after the other I/O callbacks of this turn: their calls join this write
-    setImmediate(() => this.#flush());
+    // after the other reads of this turn: their calls join this write
+    afterReads(() => this.#flush());
   }
 
   #flush(): void {
