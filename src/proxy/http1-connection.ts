@@ -1,6 +1,6 @@
 // One connection to an upstream and the exchange on it (RFC 9112): writes the request (head, then the
-// body by http1-request-body.ts), reads the answer (head and framing by http1-head.ts, then the body by
-// http1-body.ts) into the sink with back-pressure, and tells the pool whether it may be reused. The
+// body with Content-Length or chunked framing), reads the answer (head by http1-head.ts, then the body
+// by http1-body.ts) into the sink with back-pressure, and tells the pool whether it may be reused. The
 // rules are listed at the top of http1-client.ts.
 //
 // An answer read while an exchange is in flight is handled once the event loop has read everything that
@@ -12,10 +12,10 @@
 // first one filled the visitor's side (back-pressure as before). Bytes on an idle connection, its end,
 // an error, a close or a timeout never wait: whatever waits is handled first, in order.
 import type net from 'node:net';
+import type { Readable } from 'node:stream';
 import { afterReads } from '../after-reads.ts';
-import { BodyReader, type BodyEvents } from './http1-body.ts';
-import { answerFraming, parseAnswerHead } from './http1-head.ts';
-import { sendRequestBody } from './http1-request-body.ts';
+import { BodyReader, type BodyEvents, type Framing } from './http1-body.ts';
+import { parseAnswerHead } from './http1-head.ts';
 import type { Attempt, ClientOptions, Origin, PoolHooks, Sink } from './http1-types.ts';
 import { classify, UpstreamError } from './upstream-error.ts';
 
@@ -72,15 +72,22 @@ export class Connection {
       socket.setTimeout(options.timeoutMs);
     });
     socket.on('data', (chunk: Buffer) => this.#onRead(chunk));
-    // a read still waiting came before any of these, so it is handled first
-    const afterWaiting = <A extends unknown[]>(then: (...args: A) => void) => (...args: A) => {
+    socket.on('timeout', () => {
       this.#takeDeferred();
-      then(...args);
-    };
-    socket.on('timeout', afterWaiting(() => this.#onTimeout()));
-    socket.on('error', afterWaiting((err: NodeJS.ErrnoException) => this.#onClose(err)));
-    socket.on('end', afterWaiting(() => this.#onEnd()));
-    socket.on('close', afterWaiting(() => this.#onClose(undefined)));
+      this.#onTimeout();
+    });
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      this.#takeDeferred();
+      this.#onClose(err);
+    });
+    socket.on('end', () => {
+      this.#takeDeferred();
+      this.#onEnd();
+    });
+    socket.on('close', () => {
+      this.#takeDeferred();
+      this.#onClose(undefined);
+    });
   }
 
   #onRead(chunk: Buffer): void {
@@ -147,12 +154,42 @@ export class Connection {
       return;
     }
     this.#bodySent = false;
-    sendRequestBody(socket, exchange.body, exchange.bodyLength === undefined, {
-      stopped: () => call.settled || this.#gone,
-      sent: () => {
-        this.#bodySent = true;
-      },
-    });
+    this.#sendBody(exchange.body, exchange.bodyLength === undefined);
+  }
+
+  #sendBody(body: Readable, chunked: boolean): void {
+    const socket = this.socket;
+    const call = this.#call!;
+    const onData = (chunk: Buffer) => {
+      if (call.settled || this.#gone) return;
+      let ok: boolean;
+      if (chunked) {
+        if (chunk.length === 0) return;
+        socket.cork();
+        socket.write(`${chunk.length.toString(16)}\r\n`, 'latin1');
+        socket.write(chunk);
+        ok = socket.write('\r\n', 'latin1');
+        socket.uncork();
+      } else {
+        ok = socket.write(chunk);
+      }
+      if (!ok) {
+        body.pause();
+        socket.once('drain', () => body.resume());
+      }
+    };
+    const onEnd = () => {
+      cleanup();
+      if (call.settled || this.#gone) return;
+      if (chunked) socket.write('0\r\n\r\n', 'latin1');
+      this.#bodySent = true;
+    };
+    const cleanup = () => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+    };
+    body.on('data', onData);
+    body.on('end', onEnd);
   }
 
   #onTimeout(): void {
@@ -234,19 +271,34 @@ export class Connection {
     else this.#body.push(data);
   }
 
-  #onHead(text: string, call: Attempt): void {
-    const head = parseAnswerHead(text);
-    if (head.status < 200) {
-      if (head.status === 101) throw new UpstreamError('other', 'the upstream switched protocols without an upgrade');
+  #onHead(head: string, call: Attempt): void {
+    const { status, minor, headers, contentLength, encoded, chunked, connection, keepAliveHint } = parseAnswerHead(head);
+    if (status < 200) {
+      if (status === 101) throw new UpstreamError('other', 'the upstream switched protocols without an upgrade');
       // 100 Continue, 103 Early Hints …: the final answer follows on the same connection
       return;
     }
-    const { framing, keepAlive, keepAliveSeconds } = answerFraming(head, this.#headOnly);
-    this.#keepAlive = keepAlive;
-    if (keepAliveSeconds !== -1) this.#keepAliveMs = Math.max(0, Math.min(this.#idleMs, keepAliveSeconds * 1000 - 1000));
+    this.#keepAlive = minor === 1 ? !/(?:^|[\s,])close\s*,/.test(connection) : /(?:^|[\s,])keep-alive\s*,/.test(connection);
+    if (keepAliveHint) {
+      const m = /timeout\s*=\s*(\d+)/i.exec(keepAliveHint);
+      if (m) this.#keepAliveMs = Math.max(0, Math.min(this.#idleMs, Number(m[1]) * 1000 - 1000));
+    }
+    let framing: Framing | null;
+    if (this.#headOnly || status === 204 || status === 304) {
+      framing = null;
+    } else if (encoded) {
+      // Transfer-Encoding wins over Content-Length; the pair smells of smuggling, so no reuse (RFC 9112 §6.3)
+      if (contentLength !== -1) this.#keepAlive = false;
+      framing = chunked ? 'chunked' : 'close';
+    } else if (contentLength !== -1) {
+      framing = contentLength === 0 ? null : { length: contentLength };
+    } else {
+      framing = 'close';
+    }
+    if (framing === 'close') this.#keepAlive = false;
     this.#body = framing === null ? null : new BodyReader(framing, this.#bodyEvents);
     call.answered = true;
-    this.#sink = call.exchange.onHead(head.status, head.headers, head.connection);
+    this.#sink = call.exchange.onHead(status, headers, connection);
   }
 
   #write(data: Buffer): void {

@@ -2,7 +2,6 @@
 // text before the empty line, with what the client needs to frame the body and to decide on reuse.
 // Refused (UpstreamError 'other'): not HTTP/1.0 or 1.1, a malformed status line or field, obs-fold,
 // conflicting or invalid Content-Length.
-import type { Framing } from './http1-body.ts';
 import { UpstreamError } from './upstream-error.ts';
 
 /** header fields in arrival order as [name, value, name, value …], names lowercased */
@@ -66,36 +65,6 @@ export function parseAnswerHead(head: string): AnswerHead {
     }
   }
   return { status, minor, headers, contentLength, encoded, chunked, connection, keepAliveHint };
-}
-
-/** How a final (2xx–5xx) answer's body is framed, and whether its connection may carry another exchange. */
-export interface AnswerFraming {
-  /** null: no body */
-  framing: Framing | null;
-  keepAlive: boolean;
-  /** the seconds of a Keep-Alive timeout hint, or -1 */
-  keepAliveSeconds: number;
-}
-
-/** `headOnly`: the request was HEAD (RFC 9112 §6.3: its answer has no body whatever it says). */
-export function answerFraming(head: AnswerHead, headOnly: boolean): AnswerFraming {
-  const { status, minor, contentLength, encoded, chunked, connection, keepAliveHint } = head;
-  let keepAlive = minor === 1 ? !/(?:^|[\s,])close\s*,/.test(connection) : /(?:^|[\s,])keep-alive\s*,/.test(connection);
-  const hint = keepAliveHint ? /timeout\s*=\s*(\d+)/i.exec(keepAliveHint) : null;
-  let framing: Framing | null;
-  if (headOnly || status === 204 || status === 304) {
-    framing = null;
-  } else if (encoded) {
-    // Transfer-Encoding wins over Content-Length; the pair smells of smuggling, so no reuse (RFC 9112 §6.3)
-    if (contentLength !== -1) keepAlive = false;
-    framing = chunked ? 'chunked' : 'close';
-  } else if (contentLength !== -1) {
-    framing = contentLength === 0 ? null : { length: contentLength };
-  } else {
-    framing = 'close';
-  }
-  if (framing === 'close') keepAlive = false;
-  return { framing, keepAlive, keepAliveSeconds: hint ? Number(hint[1]) : -1 };
 }
 
 // header names as the upstream spelled them → lowercased: the same few arrive again and again
