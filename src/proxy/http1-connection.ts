@@ -1,21 +1,17 @@
 // One connection to an upstream and the exchange on it (RFC 9112): writes the request (head, then the
-// body with Content-Length or chunked framing), reads the answer (head by http1-head.ts, then the body
-// by http1-body.ts) into the sink with back-pressure, and tells the pool whether it may be reused. The
+// body by http1-request-body.ts), reads the answer (head by http1-head.ts, then the body by
+// http1-body.ts) into the sink with back-pressure, and tells the pool whether it may be reused. The
 // rules are listed at the top of http1-client.ts.
 //
-// An answer read while an exchange is in flight is handled once the event loop has read everything that
-// was waiting in that turn (after-reads.ts), not inside its own read: handling each answer where it was
-// read interleaved every visitor's answer with the reads of the next requests. Under 50 keep-alive
-// connections the proxy did 11,860 req per CPU-second that way and 14,537 with the answers of a turn
-// handled together (p50 4.09 → 3.22 ms). At most one read waits per connection: a second one in the
-// same turn (a large answer) is handled at once, after the first, or goes back into the socket when the
-// first one filled the visitor's side (back-pressure as before). Bytes on an idle connection, its end,
-// an error, a close or a timeout never wait: whatever waits is handled first, in order.
+// An answer read while its exchange is in flight is handled after the turn's reads (after-reads.ts).
+// At most one read waits per connection: a second one in the same turn is handled at once, after the
+// first, or goes back into the socket when the first filled the visitor's side (back-pressure as
+// before). Bytes on an idle connection, end, error, close and timeout never wait: what waits goes first.
 import type net from 'node:net';
-import type { Readable } from 'node:stream';
 import { afterReads } from '../after-reads.ts';
 import { BodyReader, type BodyEvents, type Framing } from './http1-body.ts';
 import { parseAnswerHead } from './http1-head.ts';
+import { sendRequestBody } from './http1-request-body.ts';
 import type { Attempt, ClientOptions, Origin, PoolHooks, Sink } from './http1-types.ts';
 import { classify, UpstreamError } from './upstream-error.ts';
 
@@ -72,22 +68,15 @@ export class Connection {
       socket.setTimeout(options.timeoutMs);
     });
     socket.on('data', (chunk: Buffer) => this.#onRead(chunk));
-    socket.on('timeout', () => {
+    // a read still waiting came before any of these, so it is handled first
+    const afterWaiting = <A extends unknown[]>(then: (...args: A) => void) => (...args: A) => {
       this.#takeDeferred();
-      this.#onTimeout();
-    });
-    socket.on('error', (err: NodeJS.ErrnoException) => {
-      this.#takeDeferred();
-      this.#onClose(err);
-    });
-    socket.on('end', () => {
-      this.#takeDeferred();
-      this.#onEnd();
-    });
-    socket.on('close', () => {
-      this.#takeDeferred();
-      this.#onClose(undefined);
-    });
+      then(...args);
+    };
+    socket.on('timeout', afterWaiting(() => this.#onTimeout()));
+    socket.on('error', afterWaiting((err: NodeJS.ErrnoException) => this.#onClose(err)));
+    socket.on('end', afterWaiting(() => this.#onEnd()));
+    socket.on('close', afterWaiting(() => this.#onClose(undefined)));
   }
 
   #onRead(chunk: Buffer): void {
@@ -154,42 +143,12 @@ export class Connection {
       return;
     }
     this.#bodySent = false;
-    this.#sendBody(exchange.body, exchange.bodyLength === undefined);
-  }
-
-  #sendBody(body: Readable, chunked: boolean): void {
-    const socket = this.socket;
-    const call = this.#call!;
-    const onData = (chunk: Buffer) => {
-      if (call.settled || this.#gone) return;
-      let ok: boolean;
-      if (chunked) {
-        if (chunk.length === 0) return;
-        socket.cork();
-        socket.write(`${chunk.length.toString(16)}\r\n`, 'latin1');
-        socket.write(chunk);
-        ok = socket.write('\r\n', 'latin1');
-        socket.uncork();
-      } else {
-        ok = socket.write(chunk);
-      }
-      if (!ok) {
-        body.pause();
-        socket.once('drain', () => body.resume());
-      }
-    };
-    const onEnd = () => {
-      cleanup();
-      if (call.settled || this.#gone) return;
-      if (chunked) socket.write('0\r\n\r\n', 'latin1');
-      this.#bodySent = true;
-    };
-    const cleanup = () => {
-      body.off('data', onData);
-      body.off('end', onEnd);
-    };
-    body.on('data', onData);
-    body.on('end', onEnd);
+    sendRequestBody(socket, exchange.body, exchange.bodyLength === undefined, {
+      stopped: () => call.settled || this.#gone,
+      sent: () => {
+        this.#bodySent = true;
+      },
+    });
   }
 
   #onTimeout(): void {
