@@ -7,8 +7,8 @@
 //   b. /v1: authenticated GET /v1/categories with the Redis limiter, vs a bare Node HTTPS server
 //      answering a body of the same size; informational: a Portico on embedded state (no Redis)
 //   c. redirect: the plain-HTTP listener's redirect to HTTPS, vs nginx `return 308`
-//   d. full TLS handshake per request (a Node client that never offers a session), vs nginx and a bare
-//      Node HTTPS server
+//   d. full TLS handshake per request (a Node client that never offers a session), vs nginx; informational:
+//      a bare Node HTTPS server (answers itself) and the bare undici proxy (the least a Node proxy does)
 //   e. resumed handshake per request (wrk with `Connection: close` resumes its session), vs nginx
 //   p. latency at equal load: a and b again, but each wrk connection pauses BENCH_PACE_MS (20) between
 //      an answer and its next request, so every server gets the same offered load below saturation;
@@ -582,6 +582,8 @@ async function main(): Promise<void> {
       if (nginx) targets.push({ name: 'nginx (proxy)', pids: pidsOf(nginx.process), onServerCore: true, before: clearLogs, load: handshakes(nginx.https, 'bench.localhost', '/', false) });
       else skipped.push('d. full handshakes vs nginx: nginx unavailable');
       targets.push({ name: 'bare Node HTTPS (info)', pids: pidsOf(bare), onServerCore: true, load: handshakes(barePort, 'bench.localhost', '/', false) });
+      // the least a Node proxy does per connection, on Portico's listener kind: the ceiling of the target
+      targets.push({ name: 'bare undici proxy (info)', pids: pidsOf(bareProxy), onServerCore: true, load: handshakes(bareProxyPort, 'bench.localhost', '/', false) });
       if (variant) targets.push({ name: 'Portico (proxy, variant)', pids: pidsOf(variant.process), onServerCore: true, load: handshakes(variant.https, 'bench.localhost', '/', false) });
       scenarios.push({
         id: 'handshake',
@@ -593,8 +595,11 @@ async function main(): Promise<void> {
               { label: 'Portico ÷ nginx handshakes per CPU-second', num: 'Portico (proxy)', den: 'nginx (proxy)', metric: 'perCpuSecond', target: { op: '>=', value: 0.9 } },
               { label: 'Portico ÷ nginx req/s (client-bound when both CPU% < 100)', num: 'Portico (proxy)', den: 'nginx (proxy)', metric: 'rps' },
               { label: 'Portico ÷ nginx p99', num: 'Portico (proxy)', den: 'nginx (proxy)', metric: 'p99ms' },
+              { label: 'bare Node HTTPS (answers itself) ÷ nginx handshakes per CPU-second', num: 'bare Node HTTPS (info)', den: 'nginx (proxy)', metric: 'perCpuSecond' },
+              { label: 'bare undici proxy ÷ nginx handshakes per CPU-second', num: 'bare undici proxy (info)', den: 'nginx (proxy)', metric: 'perCpuSecond' },
+              { label: 'Portico ÷ bare undici proxy handshakes per CPU-second', num: 'Portico (proxy)', den: 'bare undici proxy (info)', metric: 'perCpuSecond' },
             ]
-          : [],
+          : [{ label: 'Portico ÷ bare undici proxy handshakes per CPU-second', num: 'Portico (proxy)', den: 'bare undici proxy (info)', metric: 'perCpuSecond' }],
       });
     }
     if (tools.wrk && ONLY.has('resume')) {
