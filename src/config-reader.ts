@@ -102,6 +102,15 @@ export class Reader {
     return v.map((s: string) => s.trim());
   }
 
+  /** a list, or null when the setting is absent or null */
+  optionalList(at: string): string[] | null {
+    const v = this.get(at);
+    if (v === undefined || v === null) return null;
+    const list = this.list(at, []);
+    // what is not a list of strings was reported once: null keeps later checks quiet about it
+    return Array.isArray(v) && v.length === list.length ? list : null;
+  }
+
   bool(at: string, fallback: boolean): boolean {
     const v = this.get(at);
     if (v === undefined || v === null) return fallback;

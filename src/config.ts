@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import net from 'node:net';
 import { createRequire } from 'node:module';
+import { createSecureContext } from 'node:tls';
 import type { Limit } from './ratelimit/limiter.ts';
 import { Reader, isObject } from './config-reader.ts';
 
@@ -13,7 +14,8 @@ export const PLANS: readonly Plan[] = ['free', 'pro', 'business', 'enterprise'];
 export interface Config {
   configFile: string;
   http: { port: number };
-  https: { port: number; publicPort: number };
+  /** keyExchange: TLS key exchange groups, most preferred first; null: Portico's default (listeners.ts) */
+  https: { port: number; publicPort: number; keyExchange: string[] | null };
   admin: { port: number; host: string; token: string | null };
   metrics: { port: number | null };
   dataDir: string;
@@ -56,6 +58,7 @@ const ENV: ReadonlyArray<[string, string, Kind]> = [
   ['PORTICO_HTTP_PORT', 'http.port', 'port'],
   ['PORTICO_HTTPS_PORT', 'https.port', 'port'],
   ['PORTICO_PUBLIC_HTTPS_PORT', 'https.publicPort', 'port'],
+  ['PORTICO_HTTPS_KEY_EXCHANGE', 'https.keyExchange', 'list'],
   ['PORTICO_ADMIN_PORT', 'admin.port', 'port'],
   ['PORTICO_ADMIN_HOST', 'admin.host', 'string'],
   ['PORTICO_ADMIN_TOKEN', 'admin.token', 'string'],
@@ -119,7 +122,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
   const config: Config = {
     configFile,
     http: { port: read.port('http.port', 8080) },
-    https: { port: read.port('https.port', 8443), publicPort: read.port('https.publicPort', 443) },
+    https: { port: read.port('https.port', 8443), publicPort: read.port('https.publicPort', 443), keyExchange: read.optionalList('https.keyExchange') },
     admin: {
       port: read.port('admin.port', 9180),
       host: read.string('admin.host', '127.0.0.1'),
@@ -192,6 +195,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
   if ((config.platform.certFile === null) !== (config.platform.keyFile === null)) {
     problems.push('platform.certFile and platform.keyFile (PORTICO_PLATFORM_CERT_FILE / _KEY_FILE) go together');
   }
+  if (config.https.keyExchange !== null) problems.push(...keyExchangeProblems(config.https.keyExchange));
   const ports: Array<[string, number | null]> = [['http.port', config.http.port], ['https.port', config.https.port], ['admin.port', config.admin.port], ['metrics.port', config.metrics.port]];
   for (let i = 0; i < ports.length; i++) {
     for (let j = i + 1; j < ports.length; j++) {
@@ -201,6 +205,22 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
   read.unknownKeys();
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(config);
+}
+
+/** Each name must be a group this Node's OpenSSL can offer, one per entry (OpenSSL would read `a:b` as two). */
+function keyExchangeProblems(groups: string[]): string[] {
+  const at = 'https.keyExchange (PORTICO_HTTPS_KEY_EXCHANGE)';
+  if (groups.length === 0) return [`${at} must name at least one group, or be null for the default`];
+  const unknown = groups.filter((name) => {
+    if (!/^[A-Za-z0-9_-]+$/.test(name)) return true;
+    try {
+      createSecureContext({ ecdhCurve: name });
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  return unknown.length === 0 ? [] : [`${at}: ${unknown.map((n) => JSON.stringify(n)).join(', ')} ${unknown.length === 1 ? 'is not a key exchange group' : 'are not key exchange groups'} this Node's OpenSSL ${process.versions.openssl} knows (for example X25519MLKEM768, X25519, P-256, P-384)`];
 }
 
 /** `10.0.0.0/8`, `::1/128` or a bare address → [address, prefix, family] */

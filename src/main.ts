@@ -233,6 +233,7 @@ function restartOnly(a: Config, b: Config): string[] {
   const pick = (c: Config) => ({
     'http.port': c.http.port,
     'https.port': c.https.port,
+    'https.keyExchange': c.https.keyExchange?.join(':') ?? null,
     'admin.port': c.admin.port,
     'admin.host': c.admin.host,
     'admin.token': c.admin.token,

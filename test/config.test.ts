@@ -203,6 +203,18 @@ t.test('two listeners on one port is a problem', async (t) => {
   t.doesNotThrow(() => withEnv({ PORTICO_HTTP_PORT: '0', PORTICO_HTTPS_PORT: '0', PORTICO_ADMIN_PORT: '0' }), 'port 0 may repeat');
 });
 
+t.test('https.keyExchange: null is the default; a list of groups this OpenSSL knows, else one problem naming the strangers', async (t) => {
+  t.equal(withEnv({}).https.keyExchange, null, 'the built-in order');
+  t.strictSame(withEnv({ PORTICO_HTTPS_KEY_EXCHANGE: 'X25519, P-256' }).https.keyExchange, ['X25519', 'P-256'], 'the variable is a comma list');
+  t.strictSame(withEnv({}, YAML.replace('keyExchange: null', 'keyExchange: [P-384]')).https.keyExchange, ['P-384'], 'and the file a YAML list');
+  const err = configError(t, () => withEnv({ PORTICO_HTTPS_KEY_EXCHANGE: 'X25519,x25519-nope,X25519:P-256,P-256' }));
+  t.equal(err.problems.length, 1, err.message);
+  t.match(err.problems[0], /^https\.keyExchange \(PORTICO_HTTPS_KEY_EXCHANGE\): "x25519-nope", "X25519:P-256" are not key exchange groups this Node's OpenSSL \S+ knows/);
+  t.notMatch(err.problems[0], /"P-256"|"X25519",/, 'the known names are not listed');
+  t.strictSame(configError(t, () => withEnv({}, YAML.replace('keyExchange: null', 'keyExchange: []'))).problems, ['https.keyExchange (PORTICO_HTTPS_KEY_EXCHANGE) must name at least one group, or be null for the default']);
+  t.strictSame(configError(t, () => withEnv({}, YAML.replace('keyExchange: null', 'keyExchange: X25519'))).problems, ['https.keyExchange (PORTICO_HTTPS_KEY_EXCHANGE) must be a list of strings, got "X25519"'], 'a bare string is not a list, said once');
+});
+
 t.test('a typo inside a rate-limit plan is a problem, not silently ignored', async (t) => {
   const err = configError(t, () => withEnv({}, YAML.replace('free: { perMinute: 60, perDay: 1000 }', 'free: { perMinute: 60, perDai: 1000 }')));
   t.strictSame(err.problems, ['ratelimit.plans.free.perDai is not a known setting']);

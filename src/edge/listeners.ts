@@ -20,9 +20,10 @@ const CIPHERS = [
   'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-CHACHA20-POLY1305', 'ECDHE-RSA-CHACHA20-POLY1305',
 ].join(':');
 
-// Key exchange: the hybrid post-quantum X25519MLKEM768 first, as current browsers and Caddy do (a
-// connection recorded today cannot be decrypted later by a quantum computer), then X25519 and the NIST
-// curves for every other client. A Node whose OpenSSL lacks ML-KEM (before 3.5) gets the classical list.
+// Key exchange by default (https.keyExchange replaces it): the hybrid post-quantum X25519MLKEM768
+// first, as current browsers and Caddy do (a connection recorded today cannot be decrypted later by a
+// quantum computer), then X25519 and the NIST curves for every other client. A Node whose OpenSSL
+// lacks ML-KEM (before 3.5) gets the classical list.
 const CLASSICAL_GROUPS = 'X25519:P-256:P-384';
 function keyExchangeGroups(): string {
   const hybrid = `X25519MLKEM768:${CLASSICAL_GROUPS}`;
@@ -73,7 +74,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
   const { config, metrics, handlers } = deps;
   let t = config.timeouts;
   let trust = deps.trust;
-  const secureOptions = { minVersion: 'TLSv1.2' as const, ciphers: CIPHERS, honorCipherOrder: true, ecdhCurve: keyExchangeGroups() };
+  const secureOptions = { minVersion: 'TLSv1.2' as const, ciphers: CIPHERS, honorCipherOrder: true, ecdhCurve: config.https.keyExchange?.join(':') ?? keyExchangeGroups() };
   const https = http2.createSecureServer({
     allowHTTP1: true,
     // http.createServer turns Nagle off for its sockets, http2.createSecureServer does not: an answer

@@ -2,8 +2,12 @@
 // keys shared by every instance on one Redis.
 import t from 'tap';
 import tls from 'node:tls';
-import { startPortico } from '../helpers/portico.ts';
+import path from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { selfSigned } from '../../src/certs/fallback.ts';
+import { startPortico, tempDir } from '../helpers/portico.ts';
 import { startRedis } from '../helpers/redis.ts';
+import { admin } from '../helpers/client.ts';
 
 /** Connects, waits for the session ticket, returns it with what was negotiated. */
 function connect(port: number, ca: string, options: tls.ConnectionOptions = {}): Promise<{ reused: boolean; protocol: string | null; cipher: string; group: string | undefined; session: Buffer | undefined }> {
@@ -39,6 +43,31 @@ t.test('protocol versions and suites', async (t) => {
   t.equal((await connect(port, portico.ca, { ecdhCurve: 'P-256' })).group, 'prime256v1', 'and one with only P-256 gets that');
   t.equal((await connect(port, portico.ca, { maxVersion: 'TLSv1.2' })).group, 'X25519', 'TLS 1.2 uses X25519 (ML-KEM is TLS 1.3 only)');
   await t.rejects(connect(port, portico.ca, { ecdhCurve: 'P-521' }), 'a group outside the list is refused');
+});
+
+t.test('https.keyExchange replaces the key exchange groups, for the fallback and for a certificate picked by SNI', async (t) => {
+  const dir = tempDir('key-exchange');
+  const wildcard = await selfSigned(['*.platform.test'], 30);
+  writeFileSync(path.join(dir, 'wildcard.crt'), wildcard.cert);
+  writeFileSync(path.join(dir, 'wildcard.key'), wildcard.key);
+  const portico = await startPortico({
+    PORTICO_HTTPS_KEY_EXCHANGE: 'P-256,X25519',
+    PORTICO_PLATFORM_DOMAIN: 'platform.test',
+    PORTICO_PLATFORM_CERT_FILE: path.join(dir, 'wildcard.crt'),
+    PORTICO_PLATFORM_KEY_FILE: path.join(dir, 'wildcard.key'),
+  });
+  t.teardown(() => portico.stop());
+  const account = (await admin(portico.ports.admin, 'POST', '/admin/accounts', { plan: 'pro' })).json;
+  t.equal((await admin(portico.ports.admin, 'POST', '/admin/projects', { accountId: account.id, name: 'shop', upstream: 'http://127.0.0.1:9' })).status, 201);
+  const port = portico.ports.https;
+  for (const [servername, ca] of [['api.localhost', portico.ca], ['shop.platform.test', wildcard.cert]] as const) {
+    const at = (options: tls.ConnectionOptions) => connect(port, ca, { servername, ...options });
+    // Node's client offers X25519MLKEM768 first: without it on the list, the next group both know is used
+    t.equal((await at({})).group, 'X25519', `${servername}: a client offering the hybrid gets X25519 instead`);
+    t.equal((await at({ ecdhCurve: 'P-256' })).group, 'prime256v1', `${servername}: P-256 stays`);
+    await t.rejects(at({ ecdhCurve: 'X25519MLKEM768' }), `${servername}: a client that offers only the hybrid is refused`);
+    await t.rejects(at({ ecdhCurve: 'P-384' }), `${servername}: so is one offering only a group left out`);
+  }
 });
 
 t.test('session resumption on one instance and across instances sharing Redis', async (t) => {
