@@ -112,7 +112,7 @@ t.test('a bad config is refused with the reasons; the old one stays in force', a
   t.equal((await viaApi2()).status, 200, 'api2.localhost still an API host');
 });
 
-t.test('a restart-only change (https.port) is refused, naming it', async (t) => {
+t.test('a restart-only change (https.port, https.keyExchange) is refused, naming it', async (t) => {
   const other = await freePort();
   writeConfig([[['api', 'maxCategories'], 10000], [['https', 'port'], other]]);
   const refused = await admin(ports.admin, 'POST', '/admin/reload');
@@ -124,6 +124,10 @@ t.test('a restart-only change (https.port) is refused, naming it', async (t) => 
   t.ok(logged.problems?.some((p) => p.includes('https.port')), 'SIGHUP refusal names https.port');
   t.equal((await newCategory('after restart-only')).status, 409, 'nothing of that file applied (cap still 1)');
   t.equal((await api(ports.https, ca, key, { path: '/v1/categories' })).status, 200, 'still serving on the old port');
+  writeConfig([[['api', 'maxCategories'], 10000], [['https', 'keyExchange'], ['X25519']]]);
+  const groups = await admin(ports.admin, 'POST', '/admin/reload');
+  t.equal(groups.status, 400, 'a new key exchange list needs a restart too');
+  t.match(groups.json?.message, /https\.keyExchange/, 'names https.keyExchange');
 });
 
 t.test('reloads under load: no failed request, an open WebSocket stays open', async (t) => {
