@@ -16,6 +16,8 @@
 //      and b mostly is: 50 connections ÷ req/s)
 //   h2. scenario a over HTTP/2: h2load → Portico and → nginx (`listen … ssl http2`), and in the same
 //      run Portico and nginx over HTTP/1.1 (wrk), so HTTP/2 ÷ HTTP/1.1 is visible
+//   k. cluster: `portico serve --workers N` on Redis state, proxy keep-alive, N = 1, 2, … (on 2 cores
+//      both on core 0: the per-core cost of N workers, not the slope)
 //   f. scale: 100,000 domains with stored certificates (embedded state, generated on disk and cached
 //      in bench/results/scale-cache/): start-up time, RSS, and the first handshake for a cold domain
 //      read from storage against a cached one; 1,000 domains in the same run for comparison
@@ -28,7 +30,7 @@
 // BENCH_VARIANT_ENTRY (that second Portico from another build, e.g. an older checkout's dist/cli/main.js),
 // BENCH_TLS_GROUPS (the handshake client's key exchange groups; default X25519, what nginx can do),
 // BENCH_VARIANT_NODE_ARGS (Node flags for that second Portico after npm start's, e.g. --max-semi-space-size=32),
-// BENCH_ONLY=proxy,h2,v1,paced,redirect,handshake,resume,scale, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
+// BENCH_ONLY=proxy,h2,v1,paced,redirect,handshake,resume,cluster,scale, BENCH_PROFILE=proxy|v1|handshake (a --cpu-prof run of Portico
 // afterwards, top self-time functions printed), BENCH_SRC=1 (run src/ instead of the build in dist/, which is
 // what `npm start` runs and what the bench builds and runs by default),
 // BENCH_H2_STREAMS (h2load -m, 10), BENCH_SCALE_DOMAINS (dataset sizes, "1000,100000"),
@@ -42,7 +44,7 @@ import { NICE, choosePinning, coreTimes, cpuSeconds, onPath, portFromStdout, pro
 import { chooseResolution, runWrk, type LoadResult, type Resolution } from './lib/wrk.ts';
 import { runHandshakes } from './lib/tls-load.ts';
 import { startNginx, type Nginx } from './lib/nginx.ts';
-import { buildDist, startPortico, provision, type Portico } from './lib/portico.ts';
+import { admin, buildDist, startPortico, provision, type Portico } from './lib/portico.ts';
 import { expectStatus, get } from './lib/check.ts';
 import { summarizeProfile } from './lib/profile.ts';
 import { h2loadLog, runH2load } from './lib/h2load.ts';
@@ -71,7 +73,7 @@ const SCALE_BULK_STEP = 1000;
 const SCALE_CONCURRENCY = 8;
 // a handshake to a cached domain every 20 ms for 70 s (crosses the 60 s certificate sweep): full runs only
 const SCALE_PROBE_SECONDS = Number(process.env.BENCH_SCALE_PROBE ?? (QUICK ? 0 : 70));
-const ALL = ['proxy', 'h2', 'v1', 'paced', 'redirect', 'handshake', 'resume', 'scale'] as const;
+const ALL = ['proxy', 'h2', 'v1', 'paced', 'redirect', 'handshake', 'resume', 'cluster', 'scale'] as const;
 type ScenarioId = (typeof ALL)[number];
 const ONLY = new Set((process.env.BENCH_ONLY ?? ALL.join(',')).split(',').map((s) => s.trim()).filter(Boolean));
 const VARIANT_ENTRY = process.env.BENCH_VARIANT_ENTRY || undefined;
@@ -178,6 +180,19 @@ async function measure(t: Target, seconds: number): Promise<Sample> {
     note: [r.info, t.after?.()].filter(Boolean).join('; ') || undefined,
   };
 }
+
+/**
+ * The steps of the cluster curve: N workers on cores 0…N-1 and the load on the rest, N up to half the
+ * cores (the load side needs about as many cores as Portico: wrk and the origin). With 2 cores there
+ * is no free core for a second worker: N = 1 and 2 both run on core 0.
+ */
+function clusterPlan(cores: number): Array<{ workers: number; server: string; client: string }> {
+  if (!pinning.server || cores < 2) return [];
+  if (cores < 4) return [1, 2].map((workers) => ({ workers, server: '0', client: cores === 2 ? '1' : `1-${cores - 1}` }));
+  return Array.from({ length: Math.floor(cores / 2) }, (_, i) => ({ workers: i + 1, server: i === 0 ? '0' : `0-${i}`, client: `${i + 1}-${cores - 1}` }));
+}
+
+const clusterName = (workers: number) => `Portico, ${workers} worker${workers === 1 ? '' : 's'}`;
 
 function expand(cores: string): number[] {
   return cores.split(',').flatMap((part) => {
@@ -623,8 +638,50 @@ async function main(): Promise<void> {
       const resumes = await ticketResumes(portico.https);
       console.log(`\nnote: a second Node connection to Portico offering the first one's ticket ${resumes ? 'was resumed' : 'was NOT resumed (scenario e measures full handshakes for Portico)'}`);
     }
+    if (ONLY.has('cluster')) {
+      const plan = clusterPlan(cores);
+      if (!tools.wrk || !redisUrl || plan.length === 0) {
+        skipped.push(`k. cluster: needs ${[!tools.wrk && 'wrk', !redisUrl && 'redis-server (workers share state through Redis)', plan.length === 0 && 'taskset and 2 cores'].filter(Boolean).join(', ')}`);
+      } else {
+        // its own origin, with a worker per load core, so the origin is not what the curve measures
+        const loadCores = plan[plan.length - 1].client;
+        const clusterOrigin = spawnPinned('origin-cluster', loadCores, process.execPath, [path.join(import.meta.dirname, 'origin.ts')], { env: { ...process.env, WORKERS: String(expand(loadCores).length) }, stdio: ['ignore', 'pipe', 'inherit'] });
+        const clusterOriginPort = await portFromStdout(clusterOrigin);
+        const targets: Target[] = [];
+        for (const step of plan) {
+          const p = await startPortico({ dataDir: path.join(tmp, `data-cluster-${step.workers}`), certsDir, logFile: path.join(tmp, `portico-cluster-${step.workers}.log`), cpus: step.server, redisUrl, serveArgs: ['--workers', String(step.workers)] });
+          // one worker is the process itself; more are a primary's children
+          const processes = processTree(p.process.pid).length;
+          if (processes !== (step.workers === 1 ? 1 : step.workers + 1)) throw new Error(`portico serve --workers ${step.workers} runs ${processes} processes`);
+          if (step.workers === 1) {
+            // the state is in Redis: one project on the cluster origin serves every one of these Porticos
+            const account = await admin<{ id: string }>(p, 'POST', '/admin/accounts', { plan: 'pro' });
+            await admin(p, 'POST', '/admin/projects', { accountId: account.id, name: 'cluster', upstream: `http://127.0.0.1:${clusterOriginPort}` });
+          }
+          await expectStatus(`${clusterName(step.workers)} → origin`, get({ scheme: 'https', port: p.https, hostname: 'cluster.localhost', path: '/' }), 200);
+          targets.push({
+            name: clusterName(step.workers),
+            pids: pidsOf(p.process),
+            onServerCore: step.server === '0',
+            load: (seconds) => runWrk({ scheme: 'https', hostname: 'cluster.localhost', port: p.https, path: '/', connections: CONNECTIONS * step.workers, threads: expand(step.client).length, seconds, cpus: step.client, resolution }),
+          });
+        }
+        const shared = plan.every((step) => step.server === '0');
+        scenarios.push({
+          id: 'cluster',
+          title: 'k. cluster: `portico serve --workers N` (Redis state), proxy keep-alive as in a',
+          describe: shared
+            ? `${cores} cores: no free core for a second worker, so every N runs on core 0 and the load on core${cores === 2 ? '' : 's'} ${plan[0].client}. The workers then also take turns on one core, so "N ÷ 1 per CPU-second" is the most running N workers can cost per core; how throughput grows with cores needs 4 or more`
+            : `N workers on cores ${plan.map((s) => s.server).join(' / ')}, wrk (one thread per load core, ${CONNECTIONS} connections per worker) and an origin with a worker per load core on the others: the curve of req/s against N`,
+          targets,
+          ratios: plan.slice(1).flatMap((step) => [
+            { label: `${step.workers} workers ÷ 1 worker req/s`, num: clusterName(step.workers), den: clusterName(1), metric: 'rps' as const },
+            { label: `${step.workers} workers ÷ 1 worker req per CPU-second`, num: clusterName(step.workers), den: clusterName(1), metric: 'perCpuSecond' as const },
+          ]),
+        });
+      }
+    }
     for (const id of ALL) if (!ONLY.has(id)) skipped.push(`${id}: not in BENCH_ONLY`);
-    skipped.push('cluster scaling curve: one worker only (2 cores: one for the server, one for the load)');
 
     for (const s of scenarios) results.push(await runScenario(s));
     let scale: ScaleResult | undefined;

@@ -1,4 +1,4 @@
-// wrk runs and how they reach `bench.localhost` / `api.localhost` with the right SNI.
+// wrk runs and how they reach `bench.localhost` / `api.localhost` / `cluster.localhost` with the right SNI.
 // wrk has no SNI flag: it sends the URL's host as SNI, so the name must resolve. Three ways, first
 // that works: the system resolves it; or (root) a private mount namespace for wrk alone in which a
 // bench hosts file is bind-mounted over /etc/hosts (the real /etc/hosts is never touched); or the
@@ -10,7 +10,7 @@ import path from 'node:path';
 import { output, wrap } from './proc.ts';
 
 const LUA = path.join(import.meta.dirname, '..', 'wrk-report.lua');
-export const NAMES = ['bench.localhost', 'api.localhost'];
+export const NAMES = ['bench.localhost', 'api.localhost', 'cluster.localhost'];
 
 export interface Resolution {
   mode: 'system' | 'namespace' | 'ip';
@@ -20,7 +20,7 @@ export interface Resolution {
 
 export function chooseResolution(tmp: string): Resolution {
   const resolves = (name: string) => /^127\.0\.0\.1\s/m.test(spawnSync('getent', ['ahostsv4', name], { encoding: 'utf8' }).stdout ?? '');
-  if (NAMES.every(resolves)) return { mode: 'system', note: 'bench.localhost/api.localhost resolve to 127.0.0.1: wrk sends the real SNI' };
+  if (NAMES.every(resolves)) return { mode: 'system', note: `${NAMES.join('/')} resolve to 127.0.0.1: wrk sends the real SNI` };
   const hostsFile = path.join(tmp, 'hosts');
   writeFileSync(hostsFile, `127.0.0.1 localhost ${NAMES.join(' ')}\n::1 localhost\n`);
   if (process.getuid?.() === 0) {
