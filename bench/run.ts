@@ -125,6 +125,9 @@ interface Scenario {
   describe: string;
   targets: Target[];
   ratios: Ratio[];
+  /** servers of this scenario alone: started just before it and stopped after, so they idle on no other */
+  setup?: () => Promise<void>;
+  teardown?: () => Promise<void>;
 }
 
 interface ScenarioResult {
@@ -209,6 +212,15 @@ const median = (xs: number[]) => {
 
 async function runScenario(s: Scenario): Promise<ScenarioResult> {
   console.log(`\n## ${s.title}\n${s.describe}`);
+  await s.setup?.();
+  try {
+    return await measureScenario(s);
+  } finally {
+    await s.teardown?.();
+  }
+}
+
+async function measureScenario(s: Scenario): Promise<ScenarioResult> {
   for (const t of s.targets) await t.load(WARMUP).catch((err) => console.log(`  warm-up of ${t.name} failed: ${(err as Error).message.split('\n')[0]}`));
   const samples = new Map<string, Sample[]>(s.targets.map((t) => [t.name, []]));
   for (let r = 0; r < REPEATS; r++) {
@@ -643,29 +655,39 @@ async function main(): Promise<void> {
       if (!tools.wrk || !redisUrl || plan.length === 0) {
         skipped.push(`k. cluster: needs ${[!tools.wrk && 'wrk', !redisUrl && 'redis-server (workers share state through Redis)', plan.length === 0 && 'taskset and 2 cores'].filter(Boolean).join(', ')}`);
       } else {
-        // its own origin, with a worker per load core, so the origin is not what the curve measures
+        // its own origin, with a worker per load core, so the origin is not what the curve measures;
+        // it and the Porticos run only while this scenario does
         const loadCores = plan[plan.length - 1].client;
-        const clusterOrigin = spawnPinned('origin-cluster', loadCores, process.execPath, [path.join(import.meta.dirname, 'origin.ts')], { env: { ...process.env, WORKERS: String(expand(loadCores).length) }, stdio: ['ignore', 'pipe', 'inherit'] });
-        const clusterOriginPort = await portFromStdout(clusterOrigin);
-        const targets: Target[] = [];
-        for (const step of plan) {
-          const p = await startPortico({ dataDir: path.join(tmp, `data-cluster-${step.workers}`), certsDir, logFile: path.join(tmp, `portico-cluster-${step.workers}.log`), cpus: step.server, redisUrl, serveArgs: ['--workers', String(step.workers)] });
-          // one worker is the process itself; more are a primary's children
-          const processes = processTree(p.process.pid).length;
-          if (processes !== (step.workers === 1 ? 1 : step.workers + 1)) throw new Error(`portico serve --workers ${step.workers} runs ${processes} processes`);
-          if (step.workers === 1) {
-            // the state is in Redis: one project on the cluster origin serves every one of these Porticos
-            const account = await admin<{ id: string }>(p, 'POST', '/admin/accounts', { plan: 'pro' });
-            await admin(p, 'POST', '/admin/projects', { accountId: account.id, name: 'cluster', upstream: `http://127.0.0.1:${clusterOriginPort}` });
+        const spawned: Spawned[] = [];
+        const servers = new Map<number, Portico>();
+        const setup = async () => {
+          const clusterOrigin = spawnPinned('origin-cluster', loadCores, process.execPath, [path.join(import.meta.dirname, 'origin.ts')], { env: { ...process.env, WORKERS: String(expand(loadCores).length) }, stdio: ['ignore', 'pipe', 'inherit'] });
+          spawned.push(clusterOrigin);
+          const clusterOriginPort = await portFromStdout(clusterOrigin);
+          for (const step of plan) {
+            const p = await startPortico({ dataDir: path.join(tmp, `data-cluster-${step.workers}`), certsDir, logFile: path.join(tmp, `portico-cluster-${step.workers}.log`), cpus: step.server, redisUrl, serveArgs: ['--workers', String(step.workers)] });
+            spawned.push(p.process);
+            servers.set(step.workers, p);
+            // one worker is the process itself; more are a primary's children
+            const processes = processTree(p.process.pid).length;
+            if (processes !== (step.workers === 1 ? 1 : step.workers + 1)) throw new Error(`portico serve --workers ${step.workers} runs ${processes} processes`);
+            if (step.workers === 1) {
+              // the state is in Redis: one project on the cluster origin serves every one of these Porticos
+              const account = await admin<{ id: string }>(p, 'POST', '/admin/accounts', { plan: 'pro' });
+              await admin(p, 'POST', '/admin/projects', { accountId: account.id, name: 'cluster', upstream: `http://127.0.0.1:${clusterOriginPort}` });
+            }
+            await expectStatus(`${clusterName(step.workers)} → origin`, get({ scheme: 'https', port: p.https, hostname: 'cluster.localhost', path: '/' }), 200);
           }
-          await expectStatus(`${clusterName(step.workers)} → origin`, get({ scheme: 'https', port: p.https, hostname: 'cluster.localhost', path: '/' }), 200);
-          targets.push({
-            name: clusterName(step.workers),
-            pids: pidsOf(p.process),
-            onServerCore: step.server === '0',
-            load: (seconds) => runWrk({ scheme: 'https', hostname: 'cluster.localhost', port: p.https, path: '/', connections: CONNECTIONS * step.workers, threads: expand(step.client).length, seconds, cpus: step.client, resolution }),
-          });
-        }
+        };
+        const teardown = async () => {
+          for (const p of spawned.reverse()) await stop(p, 15_000);
+        };
+        const targets: Target[] = plan.map((step) => ({
+          name: clusterName(step.workers),
+          pids: () => processTree(servers.get(step.workers)!.process.pid),
+          onServerCore: step.server === '0',
+          load: (seconds: number) => runWrk({ scheme: 'https', hostname: 'cluster.localhost', port: servers.get(step.workers)!.https, path: '/', connections: CONNECTIONS * step.workers, threads: Math.min(expand(step.client).length, CONNECTIONS * step.workers), seconds, cpus: step.client, resolution }),
+        }));
         const shared = plan.every((step) => step.server === '0');
         scenarios.push({
           id: 'cluster',
@@ -674,6 +696,8 @@ async function main(): Promise<void> {
             ? `${cores} cores: no free core for a second worker, so every N runs on core 0 and the load on core${cores === 2 ? '' : 's'} ${plan[0].client}. The workers then also take turns on one core, so "N ÷ 1 per CPU-second" is the most running N workers can cost per core; how throughput grows with cores needs 4 or more`
             : `N workers on cores ${plan.map((s) => s.server).join(' / ')}, wrk (one thread per load core, ${CONNECTIONS} connections per worker) and an origin with a worker per load core on the others: the curve of req/s against N`,
           targets,
+          setup,
+          teardown,
           ratios: plan.slice(1).flatMap((step) => [
             { label: `${step.workers} workers ÷ 1 worker req/s`, num: clusterName(step.workers), den: clusterName(1), metric: 'rps' as const },
             { label: `${step.workers} workers ÷ 1 worker req per CPU-second`, num: clusterName(step.workers), den: clusterName(1), metric: 'perCpuSecond' as const },
