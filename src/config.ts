@@ -211,16 +211,18 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
 function keyExchangeProblems(groups: string[]): string[] {
   const at = 'https.keyExchange (PORTICO_HTTPS_KEY_EXCHANGE)';
   if (groups.length === 0) return [`${at} must name at least one group, or be null for the default`];
-  const unknown = groups.filter((name) => {
-    if (!/^[A-Za-z0-9_-]+$/.test(name)) return true;
+  const accepted = (list: string) => {
     try {
-      createSecureContext({ ecdhCurve: name });
-      return false;
-    } catch {
+      createSecureContext({ ecdhCurve: list });
       return true;
+    } catch {
+      return false;
     }
-  });
-  return unknown.length === 0 ? [] : [`${at}: ${unknown.map((n) => JSON.stringify(n)).join(', ')} ${unknown.length === 1 ? 'is not a key exchange group' : 'are not key exchange groups'} this Node's OpenSSL ${process.versions.openssl} knows (for example X25519MLKEM768, X25519, P-256, P-384)`];
+  };
+  const unknown = groups.filter((name) => !/^[A-Za-z0-9_-]+$/.test(name) || !accepted(name));
+  if (unknown.length > 0) return [`${at}: ${unknown.map((n) => JSON.stringify(n)).join(', ')} ${unknown.length === 1 ? 'is not a key exchange group' : 'are not key exchange groups'} this Node's OpenSSL ${process.versions.openssl} knows (for example X25519MLKEM768, X25519, P-256, P-384)`];
+  // each name alone may pass where the list does not: `auto` (OpenSSL's own default) only stands alone
+  return accepted(groups.join(':')) ? [] : [`${at}: OpenSSL refuses the list ${JSON.stringify(groups.join(','))} as a whole (\`auto\` must stand alone)`];
 }
 
 /** `10.0.0.0/8`, `::1/128` or a bare address → [address, prefix, family] */

@@ -212,6 +212,8 @@ t.test('https.keyExchange: null is the default; a list of groups this OpenSSL kn
   t.match(err.problems[0], /^https\.keyExchange \(PORTICO_HTTPS_KEY_EXCHANGE\): "x25519-nope", "X25519:P-256" are not key exchange groups this Node's OpenSSL \S+ knows/);
   t.notMatch(err.problems[0], /"P-256"|"X25519",/, 'the known names are not listed');
   t.strictSame(configError(t, () => withEnv({}, YAML.replace('keyExchange: null', 'keyExchange: []'))).problems, ['https.keyExchange (PORTICO_HTTPS_KEY_EXCHANGE) must name at least one group, or be null for the default']);
+  t.strictSame(withEnv({ PORTICO_HTTPS_KEY_EXCHANGE: 'auto' }).https.keyExchange, ['auto'], "'auto' alone: OpenSSL's default");
+  t.strictSame(configError(t, () => withEnv({ PORTICO_HTTPS_KEY_EXCHANGE: 'auto,X25519' })).problems, ['https.keyExchange (PORTICO_HTTPS_KEY_EXCHANGE): OpenSSL refuses the list "auto,X25519" as a whole (`auto` must stand alone)']);
   t.strictSame(configError(t, () => withEnv({}, YAML.replace('keyExchange: null', 'keyExchange: X25519'))).problems, ['https.keyExchange (PORTICO_HTTPS_KEY_EXCHANGE) must be a list of strings, got "X25519"'], 'a bare string is not a list, said once');
 });
 
