@@ -14,7 +14,7 @@ export const PLANS: readonly Plan[] = ['free', 'pro', 'business', 'enterprise'];
 export interface Config {
   configFile: string;
   http: { port: number };
-  /** keyExchange: TLS key exchange groups, most preferred first; null: Portico's default (listeners.ts) */
+  /** keyExchange: the TLS key exchange groups accepted, in order of preference; null: Portico's default (listeners.ts) */
   https: { port: number; publicPort: number; keyExchange: string[] | null };
   admin: { port: number; host: string; token: string | null };
   metrics: { port: number | null };
