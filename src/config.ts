@@ -4,7 +4,6 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import net from 'node:net';
 import { createRequire } from 'node:module';
-import { createSecureContext } from 'node:tls';
 import type { Limit } from './ratelimit/limiter.ts';
 import { Reader, isObject } from './config-reader.ts';
 
@@ -211,6 +210,8 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
 function keyExchangeProblems(groups: string[]): string[] {
   const at = 'https.keyExchange (PORTICO_HTTPS_KEY_EXCHANGE)';
   if (groups.length === 0) return [`${at} must name at least one group, or be null for the default`];
+  // node:tls only when the setting is used: the CLI's admin commands load this module too (~6 ms)
+  const { createSecureContext } = process.getBuiltinModule('node:tls');
   const accepted = (list: string) => {
     try {
       createSecureContext({ ecdhCurve: list });
