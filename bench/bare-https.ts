@@ -7,9 +7,10 @@ import http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { nodeServerSuites } from './lib/suites.ts';
 
 const body = process.env.BODY_FILE ? readFileSync(process.env.BODY_FILE) : Buffer.from('[]');
-const tls = { key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!) };
+const tls = { key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!), ...nodeServerSuites };
 
 const headers = { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length };
 const answer = (req: IncomingMessage | http2.Http2ServerRequest, res: ServerResponse | http2.Http2ServerResponse) => {

@@ -7,11 +7,12 @@ import http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { Agent, type Dispatcher } from 'undici';
+import { nodeServerSuites } from './lib/suites.ts';
 
 const origin = process.env.ORIGIN!;
 const agent = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
 
-const server = http2.createSecureServer({ key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!), allowHTTP1: true }, async (req, res) => {
+const server = http2.createSecureServer({ key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!), ...nodeServerSuites, allowHTTP1: true }, async (req, res) => {
   try {
     const upstream = await agent.request({ origin, path: req.url, method: req.method as Dispatcher.HttpMethod, headers: { 'x-forwarded-for': req.socket.remoteAddress ?? '' } });
     res.statusCode = upstream.statusCode;

@@ -5,6 +5,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { freePort } from '../../test/helpers/free-port.ts';
 import { spawnPinned, waitForPort, type Spawned } from './proc.ts';
+import { TLS13_SUITES } from './suites.ts';
 
 export interface Nginx {
   process: Spawned;
@@ -44,6 +45,8 @@ http {
     ssl_certificate_key ${opts.keyFile};
     ssl_protocols TLSv1.2 TLSv1.3;
     ssl_ecdh_curve X25519:prime256v1:secp384r1;
+    ssl_prefer_server_ciphers on;
+    ssl_conf_command Ciphersuites ${TLS13_SUITES};
     location / {
       proxy_pass http://origin;
       proxy_http_version 1.1;

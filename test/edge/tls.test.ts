@@ -39,6 +39,10 @@ t.test('protocol versions and suites', async (t) => {
   const tls13 = await connect(port, portico.ca);
   t.equal(tls13.protocol, 'TLSv1.3');
   t.equal(tls13.group, 'X25519MLKEM768', 'a client offering the hybrid post-quantum key exchange gets it');
+  const aes256First = { ciphers: 'TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256' };
+  t.equal((await connect(port, portico.ca, aes256First)).cipher, 'TLS_AES_128_GCM_SHA256', "the server's TLS 1.3 order decides: AES-128-GCM before the AES-256 that OpenSSL clients list first");
+  t.equal((await connect(port, portico.ca, { ciphers: 'TLS_AES_256_GCM_SHA384' })).cipher, 'TLS_AES_256_GCM_SHA384', 'a client with only AES-256 gets it');
+  t.equal((await connect(port, portico.ca, { ciphers: 'TLS_CHACHA20_POLY1305_SHA256' })).cipher, 'TLS_CHACHA20_POLY1305_SHA256', 'and one with only ChaCha20 gets that');
   t.equal((await connect(port, portico.ca, { ecdhCurve: 'X25519' })).group, 'X25519', 'a classical client gets X25519');
   t.equal((await connect(port, portico.ca, { ecdhCurve: 'P-256' })).group, 'prime256v1', 'and one with only P-256 gets that');
   t.equal((await connect(port, portico.ca, { maxVersion: 'TLSv1.2' })).group, 'X25519', 'TLS 1.2 uses X25519 (ML-KEM is TLS 1.3 only)');
@@ -65,6 +69,7 @@ t.test('https.keyExchange replaces the key exchange groups, for the fallback and
     // Node's client offers X25519MLKEM768 first: without it on the list, the next group both know is used
     t.equal((await at({})).group, 'X25519', `${servername}: a client offering the hybrid gets X25519 instead`);
     t.equal((await at({ ecdhCurve: 'P-256' })).group, 'prime256v1', `${servername}: P-256 stays`);
+    t.equal((await at({ ciphers: 'TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256' })).cipher, 'TLS_AES_128_GCM_SHA256', `${servername}: the server's suite order holds`);
     await t.rejects(at({ ecdhCurve: 'X25519MLKEM768' }), `${servername}: a client that offers only the hybrid is refused`);
     await t.rejects(at({ ecdhCurve: 'P-384' }), `${servername}: so is one offering only a group left out`);
   }
