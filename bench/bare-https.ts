@@ -7,10 +7,11 @@ import http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { nodeServerSuites } from './lib/suites.ts';
+// Portico's suite order: AES-128-GCM first in TLS 1.3, where the clients here list AES-256 first
+import { CIPHERS } from '../src/edge/listeners.ts';
 
 const body = process.env.BODY_FILE ? readFileSync(process.env.BODY_FILE) : Buffer.from('[]');
-const tls = { key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!), ...nodeServerSuites };
+const tls = { key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!), ciphers: CIPHERS, honorCipherOrder: true };
 
 const headers = { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length };
 const answer = (req: IncomingMessage | http2.Http2ServerRequest, res: ServerResponse | http2.Http2ServerResponse) => {

@@ -7,12 +7,13 @@ import http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { Agent, type Dispatcher } from 'undici';
-import { nodeServerSuites } from './lib/suites.ts';
+// Portico's suite order: AES-128-GCM first in TLS 1.3, where the clients here list AES-256 first
+import { CIPHERS } from '../src/edge/listeners.ts';
 
 const origin = process.env.ORIGIN!;
 const agent = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
 
-const server = http2.createSecureServer({ key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!), ...nodeServerSuites, allowHTTP1: true }, async (req, res) => {
+const server = http2.createSecureServer({ key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!), ciphers: CIPHERS, honorCipherOrder: true, allowHTTP1: true }, async (req, res) => {
   try {
     const upstream = await agent.request({ origin, path: req.url, method: req.method as Dispatcher.HttpMethod, headers: { 'x-forwarded-for': req.socket.remoteAddress ?? '' } });
     res.statusCode = upstream.statusCode;

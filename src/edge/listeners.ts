@@ -19,8 +19,10 @@ import type { OcspStapler } from '../certs/ocsp.ts';
 // and Go (so Caddy and Traefik) do. Node's own TLS 1.3 default starts at AES-256-GCM-SHA384, which
 // clients built on OpenSSL (curl, wrk, Node, Python) also list first: its SHA-384 transcript and key
 // schedule cost ~27 µs more server CPU per full handshake here, and its bulk encryption more per byte.
-const CIPHERS = [
-  'TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256',
+// The bench gives its anchors the same order (bench/lib/nginx.ts, bench/bare-*.ts).
+export const TLS13_SUITES = 'TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256';
+export const CIPHERS = [
+  TLS13_SUITES,
   'ECDHE-ECDSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-ECDSA-AES256-GCM-SHA384',
   'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-CHACHA20-POLY1305', 'ECDHE-RSA-CHACHA20-POLY1305',
 ].join(':');
