@@ -9,7 +9,7 @@
 // before). Bytes on an idle connection, end, error, close and timeout never wait: what waits goes first.
 import type net from 'node:net';
 import { afterReads } from '../after-reads.ts';
-import { BodyReader, type BodyEvents, type Framing } from './http1-body.ts';
+import { BodyReader, type BodyEvents } from './http1-body.ts';
 import { parseAnswerHead } from './http1-head.ts';
 import { sendRequestBody } from './http1-request-body.ts';
 import type { Attempt, ClientOptions, Origin, PoolHooks, Sink } from './http1-types.ts';
@@ -231,30 +231,15 @@ export class Connection {
   }
 
   #onHead(head: string, call: Attempt): void {
-    const { status, minor, headers, contentLength, encoded, chunked, connection, keepAliveHint } = parseAnswerHead(head);
+    const { status, headers, connection, framing, keepAlive, keepAliveTimeout } = parseAnswerHead(head, this.#headOnly);
     if (status < 200) {
       if (status === 101) throw new UpstreamError('other', 'the upstream switched protocols without an upgrade');
       // 100 Continue, 103 Early Hints …: the final answer follows on the same connection
       return;
     }
-    this.#keepAlive = minor === 1 ? !/(?:^|[\s,])close\s*,/.test(connection) : /(?:^|[\s,])keep-alive\s*,/.test(connection);
-    if (keepAliveHint) {
-      const m = /timeout\s*=\s*(\d+)/i.exec(keepAliveHint);
-      if (m) this.#keepAliveMs = Math.max(0, Math.min(this.#idleMs, Number(m[1]) * 1000 - 1000));
-    }
-    let framing: Framing | null;
-    if (this.#headOnly || status === 204 || status === 304) {
-      framing = null;
-    } else if (encoded) {
-      // Transfer-Encoding wins over Content-Length; the pair smells of smuggling, so no reuse (RFC 9112 §6.3)
-      if (contentLength !== -1) this.#keepAlive = false;
-      framing = chunked ? 'chunked' : 'close';
-    } else if (contentLength !== -1) {
-      framing = contentLength === 0 ? null : { length: contentLength };
-    } else {
-      framing = 'close';
-    }
-    if (framing === 'close') this.#keepAlive = false;
+    this.#keepAlive = keepAlive;
+    // a second before the upstream's own limit, so a request is never sent as it closes
+    if (keepAliveTimeout !== -1) this.#keepAliveMs = Math.max(0, Math.min(this.#idleMs, keepAliveTimeout * 1000 - 1000));
     this.#body = framing === null ? null : new BodyReader(framing, this.#bodyEvents);
     call.answered = true;
     this.#sink = call.exchange.onHead(status, headers, connection);

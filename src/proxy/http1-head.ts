@@ -1,7 +1,9 @@
 // The head of an HTTP/1.1 answer (RFC 9112 §4–6): status line and header fields, parsed from the
-// text before the empty line, with what the client needs to frame the body and to decide on reuse.
+// text before the empty line, and what they decide: how the body is framed and whether the connection
+// may carry another exchange.
 // Refused (UpstreamError 'other'): not HTTP/1.0 or 1.1, a malformed status line or field, obs-fold,
 // conflicting or invalid Content-Length.
+import type { Framing } from './http1-body.ts';
 import { UpstreamError } from './upstream-error.ts';
 
 /** header fields in arrival order as [name, value, name, value …], names lowercased */
@@ -9,21 +11,19 @@ export type HeaderList = string[];
 
 export interface AnswerHead {
   status: number;
-  /** 0 or 1 */
-  minor: number;
   headers: HeaderList;
-  /** -1 when absent */
-  contentLength: number;
-  /** Transfer-Encoding present; `chunked` when it ends with chunked */
-  encoded: boolean;
-  chunked: boolean;
   /** the Connection fields' tokens, lowercased, each followed by a comma ('' when there is none) */
   connection: string;
-  /** the Keep-Alive field's value ('' when there is none) */
-  keepAliveHint: string;
+  /** how the body ends (RFC 9112 §6.3); null: there is none */
+  framing: Framing | null;
+  /** the connection may carry another exchange after this one, as far as the answer says */
+  keepAlive: boolean;
+  /** the Keep-Alive field's `timeout` in seconds, -1 when absent */
+  keepAliveTimeout: number;
 }
 
-export function parseAnswerHead(head: string): AnswerHead {
+/** `headOnly`: the answer to a HEAD request, which has no body whatever its fields say */
+export function parseAnswerHead(head: string, headOnly: boolean): AnswerHead {
   const lineEnd = head.indexOf('\r\n');
   const statusLine = lineEnd === -1 ? head : head.slice(0, lineEnd);
   if (statusLine.length < 12 || !statusLine.startsWith('HTTP/1.') || statusLine.charCodeAt(8) !== 32 || (statusLine.length > 12 && statusLine.charCodeAt(12) !== 32)) {
@@ -64,7 +64,22 @@ export function parseAnswerHead(head: string): AnswerHead {
       keepAliveHint = value;
     }
   }
-  return { status, minor, headers, contentLength, encoded, chunked, connection, keepAliveHint };
+  let keepAlive = minor === 1 ? !/(?:^|[\s,])close\s*,/.test(connection) : /(?:^|[\s,])keep-alive\s*,/.test(connection);
+  let framing: Framing | null;
+  if (headOnly || status === 204 || status === 304) {
+    framing = null;
+  } else if (encoded) {
+    // Transfer-Encoding wins over Content-Length; the pair smells of smuggling, so no reuse (RFC 9112 §6.3)
+    if (contentLength !== -1) keepAlive = false;
+    framing = chunked ? 'chunked' : 'close';
+  } else if (contentLength !== -1) {
+    framing = contentLength === 0 ? null : { length: contentLength };
+  } else {
+    framing = 'close';
+  }
+  if (framing === 'close') keepAlive = false;
+  const timeout = keepAliveHint === '' ? null : /timeout\s*=\s*(\d+)/i.exec(keepAliveHint);
+  return { status, headers, connection, framing, keepAlive, keepAliveTimeout: timeout ? Number(timeout[1]) : -1 };
 }
 
 // header names as the upstream spelled them → lowercased: the same few arrive again and again
