@@ -12,6 +12,8 @@ export const PLANS: readonly Plan[] = ['free', 'pro', 'business', 'enterprise'];
 
 export interface Config {
   configFile: string;
+  /** host: the address the HTTP and HTTPS listeners bind to; null: every interface */
+  listen: { host: string | null };
   http: { port: number };
   /** keyExchange: the TLS key exchange groups accepted, in order of preference; null: Portico's default (listeners.ts) */
   https: { port: number; publicPort: number; keyExchange: string[] | null };
@@ -54,6 +56,7 @@ type Kind = 'port' | 'int' | 'string' | 'list' | 'bool' | 'url';
 
 // variable → where it lands in the YAML tree, and how its text is read
 const ENV: ReadonlyArray<[string, string, Kind]> = [
+  ['PORTICO_LISTEN_HOST', 'listen.host', 'string'],
   ['PORTICO_HTTP_PORT', 'http.port', 'port'],
   ['PORTICO_HTTPS_PORT', 'https.port', 'port'],
   ['PORTICO_PUBLIC_HTTPS_PORT', 'https.publicPort', 'port'],
@@ -120,6 +123,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
   const read = new Reader(tree, problems, new Map(ENV.map(([name, at]) => [at, name])));
   const config: Config = {
     configFile,
+    listen: { host: listenHost(read.optionalString('listen.host'), problems) },
     http: { port: read.port('http.port', 8080) },
     https: { port: read.port('https.port', 8443), publicPort: read.port('https.publicPort', 443), keyExchange: read.optionalList('https.keyExchange') },
     admin: {
@@ -204,6 +208,18 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
   read.unknownKeys();
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(config);
+}
+
+/**
+ * An IP address to bind (`[::1]` read as `::1`), or null for every interface. Names are refused:
+ * a name that resolves to several addresses would bind only the first, which is rarely what was meant.
+ */
+function listenHost(host: string | null, problems: string[]): string | null {
+  if (host === null) return null;
+  const address = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  if (net.isIP(address) !== 0) return address;
+  problems.push(`listen.host (PORTICO_LISTEN_HOST) must be an IP address such as 127.0.0.1, 0.0.0.0, ::1 or :: (null or unset: every interface), got ${JSON.stringify(host)}`);
+  return null;
 }
 
 /** Each name must be a group this Node's OpenSSL can offer, one per entry (OpenSSL would read `a:b` as two). */

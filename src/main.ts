@@ -156,7 +156,8 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     log.warn({ err: (err as Error).message }, 'could not fetch the shared TLS ticket key; keeping the current one'),
   );
   const ports = listeners.ports();
-  log.info({ ...ports, adminHost: config.admin.host }, `Portico listening: https :${ports.https}, http :${ports.http}, admin http://${config.admin.host}:${ports.admin}`);
+  const edgeHost = config.listen.host === null ? '' : config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
+  log.info({ ...ports, listenHost: config.listen.host, adminHost: config.admin.host }, `Portico listening: https ${edgeHost}:${ports.https}, http ${edgeHost}:${ports.http}, admin http://${config.admin.host}:${ports.admin}`);
 
   async function reload(): Promise<void> {
     const next = loadConfig(env);
@@ -231,6 +232,7 @@ function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
 /** Settings a running process cannot change: they name sockets, state or the shape of routing. */
 function restartOnly(a: Config, b: Config): string[] {
   const pick = (c: Config) => ({
+    'listen.host': c.listen.host,
     'http.port': c.http.port,
     'https.port': c.https.port,
     'https.keyExchange': c.https.keyExchange?.join(':') ?? null,

@@ -69,6 +69,8 @@ export interface Listeners {
   listen(): Promise<void>;
   /** bound ports, useful when configured as 0 */
   ports(): { http: number; https: number; admin: number; metrics: number | null };
+  /** the bound addresses of the HTTPS and HTTP listeners */
+  addresses(): { https: net.AddressInfo; http: net.AddressInfo };
   setTrust(trust: Trust): void;
   setTimeouts(timeouts: Config['timeouts']): void;
   setFallback(fallback: KeyPair): void;
@@ -126,20 +128,29 @@ export function createListeners(deps: ListenerDeps): Listeners {
   const httpsFront = front(https);
   const httpFront = front(httpServer);
 
-  const bound: Array<[net.Server, number, string]> = [
-    [httpsFront, config.https.port, '0.0.0.0'],
-    [httpFront, config.http.port, '0.0.0.0'],
-    [admin, config.admin.port, config.admin.host],
+  // listen.host unset: no host given to listen(), so Node binds `::` with IPv4 mapped in where the
+  // machine has IPv6, else 0.0.0.0 (every interface either way)
+  const edgeHost = config.listen.host ?? undefined;
+  // admin.host 0.0.0.0 has always meant every interface, IPv6 too
+  const adminHost = config.admin.host === '0.0.0.0' ? undefined : config.admin.host;
+  const bound: Array<[string, net.Server, number, string | undefined]> = [
+    ['https', httpsFront, config.https.port, edgeHost],
+    ['http', httpFront, config.http.port, edgeHost],
+    ['admin', admin, config.admin.port, adminHost],
   ];
-  if (metricsServer) bound.push([metricsServer, config.metrics.port!, config.admin.host]);
+  if (metricsServer) bound.push(['metrics', metricsServer, config.metrics.port!, adminHost]);
 
   return {
     async listen() {
-      for (const [server, port, host] of bound) {
+      for (const [name, server, port, host] of bound) {
         await new Promise<void>((resolve, reject) => {
-          server.once('error', reject);
-          server.listen(port, host === '0.0.0.0' ? undefined : host, () => {
-            server.off('error', reject);
+          const failed = (err: Error) => {
+            const where = host === undefined ? `port ${port}` : `${host.includes(':') ? `[${host}]` : host}:${port}`;
+            reject(new Error(`the ${name} listener cannot bind ${where}`, { cause: err }));
+          };
+          server.once('error', failed);
+          server.listen(port, host, () => {
+            server.off('error', failed);
             resolve();
           });
         });
@@ -148,6 +159,9 @@ export function createListeners(deps: ListenerDeps): Listeners {
     ports() {
       const port = (s: net.Server | null) => (s ? (s.address() as net.AddressInfo).port : null);
       return { https: port(httpsFront)!, http: port(httpFront)!, admin: port(admin)!, metrics: port(metricsServer) };
+    },
+    addresses() {
+      return { https: httpsFront.address() as net.AddressInfo, http: httpFront.address() as net.AddressInfo };
     },
     setTrust(next) {
       trust = next;
@@ -166,7 +180,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
       https.setSecureContext({ ...secureOptions, key: next.key, cert: next.cert });
     },
     async close(graceMs) {
-      const closing = bound.map(([server]) => new Promise<void>((resolve) => server.close(() => resolve())));
+      const closing = bound.map(([, server]) => new Promise<void>((resolve) => server.close(() => resolve())));
       if (httpsFront !== https) https.close();
       if (httpFront !== httpServer) httpServer.close();
       tracked.drain();
