@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterReads } from '../after-reads.ts';
 import { hostnameFromHost } from '../routing/hostname.ts';
 import type { Metrics } from '../metrics.ts';
+import { checkTarget } from './request-target.ts';
 
 const CHALLENGE_PREFIX = '/.well-known/acme-challenge/';
 
@@ -17,9 +18,17 @@ export interface HttpListenerDeps {
 export function createHttpHandler(deps: HttpListenerDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const port = deps.publicHttpsPort === 443 ? '' : `:${deps.publicHttpsPort}`;
   return (req, res) => {
-    const url = req.url ?? '/';
     const done = (route: 'acme' | 'redirect' | 'unknown') =>
       res.once('finish', () => deps.metrics.httpRequests.inc({ route, method: req.method ?? 'OTHER', status: res.statusCode }));
+    // two Host fields → 400; an absolute-form target is rewritten to its path with Host = its authority
+    const problem = checkTarget(req);
+    if (problem !== null) {
+      done('unknown');
+      res.writeHead(400, { 'content-type': 'text/plain', connection: 'close' });
+      res.end(`${problem}\n`);
+      return;
+    }
+    const url = req.url ?? '/';
     if (url.startsWith(CHALLENGE_PREFIX)) {
       done('acme');
       const token = url.slice(CHALLENGE_PREFIX.length).split('?', 1)[0];

@@ -11,6 +11,8 @@ import type { Metrics } from '../metrics.ts';
 import type { KeyPair } from '../certs/fallback.ts';
 import type { Handler } from './pipeline.ts';
 import { acceptProxyProtocol } from './proxy-protocol.ts';
+import { checkTarget } from './request-target.ts';
+import { sendError } from '../errors.ts';
 import type { Trust } from './client-ip.ts';
 import type { OcspStapler } from '../certs/ocsp.ts';
 
@@ -111,11 +113,26 @@ export function createListeners(deps: ListenerDeps): Listeners {
 
   const tracked = trackConnections(https, () => t.headersMs);
   https.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
-    if (tracked.draining && req.httpVersionMajor === 1) res.setHeader('connection', 'close');
+    if (req.httpVersionMajor === 1) {
+      if (tracked.draining) res.setHeader('connection', 'close');
+      const problem = checkTarget(req as unknown as http.IncomingMessage);
+      if (problem !== null) {
+        metrics.httpRequests.inc({ route: 'unknown', method: req.method ?? 'OTHER', status: 400 });
+        sendError(res, 'invalid_request', problem, { connection: 'close' });
+        return;
+      }
+    }
     handlers.edge(req, res);
   });
   // HTTP/1.1 Upgrade (WebSocket) requests on the HTTPS listener
-  https.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => handlers.upgrade(req, socket, head));
+  https.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (checkTarget(req) !== null) {
+      socket.on('error', () => socket.destroy());
+      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    handlers.upgrade(req, socket, head);
+  });
 
   const plain = (handler: () => PlainHandler) =>
     http.createServer({ headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: checkEvery }, (req, res) => handler()(req, res));
