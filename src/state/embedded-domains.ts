@@ -8,6 +8,10 @@
 //   holds, and replaying them again changes nothing (each record is a whole entry or a removal).
 // - The rest (records, diagnostics, certificate state) lives in one file per domain in
 //   `<data dir>/domains/`, written atomically and fsynced, read on demand.
+// - The domain's timeline (src/domains/events.ts) is inside that same file, so an event and the change
+//   it describes are one atomic write. Writes to one domain's file take turns (`serial`), so an update
+//   and a certificate change never lose each other's part. Once a certificate state has been written
+//   with an event it lives in the body file too; `<hostname>.certificate.json` is read while it does not.
 // Order of writes: the body file first, then the index entry; a crash in between leaves a file no
 // index names, which a later add of that hostname overwrites.
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
@@ -18,6 +22,11 @@ import type { Tables } from './embedded.ts';
 import { DomainIndex, indexEntryOf } from './domain-index.ts';
 import { DomainSnapshot, type IndexEntry } from './domain-snapshot.ts';
 import type { CertificateState, Domain, DomainStore } from './types.ts';
+import { appendBounded, type DomainEvent } from '../domains/events.ts';
+
+/** what the body file holds: the domain, its timeline, and (once written with an event) its certificate state */
+type BodyFile = Omit<Domain, 'certificate'> & { certificate?: CertificateState; events?: DomainEvent[] };
+type History = { accountId: string; removedAt: string; events?: DomainEvent[] };
 
 /** log records replayed at most at start; past this the index is written anew */
 const COMPACT_AT = 4096;
@@ -43,7 +52,19 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
     const { h, e } = record as IndexRecord;
     index.set(h, e);
   });
-  const history = tables.table<{ accountId: string; removedAt: string }>('domainHistory');
+  const history = tables.table<History>('domainHistory');
+  // one write at a time per domain file: read-modify-write of the timeline must not interleave
+  const turns = new Map<string, Promise<unknown>>();
+  const serial = <T>(hostname: string, run: () => Promise<T>): Promise<T> => {
+    const previous = turns.get(hostname) ?? Promise.resolve();
+    const mine = previous.then(run, run);
+    const settled = mine.catch(() => undefined);
+    turns.set(hostname, settled);
+    void settled.then(() => {
+      if (turns.get(hostname) === settled) turns.delete(hostname);
+    });
+    return mine;
+  };
   // claimed synchronously, before the write is durable, so two adds of one name cannot both win
   const claimed = new Set<string>();
 
@@ -72,13 +93,25 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
 
   async function read(hostname: string): Promise<Domain | null> {
     if (!index.get(hostname)) return null;
-    const [body, certificate] = await Promise.all([readJson<Domain>(fileOf(hostname, 'domain')), readJson<CertificateState>(fileOf(hostname, 'certificate'))]);
-    return body ? { ...body, certificate: certificate ?? { status: 'none' } } : null;
+    const body = await readJson<BodyFile>(fileOf(hostname, 'domain'));
+    if (!body) return null;
+    const { events: _events, certificate, ...domain } = body;
+    return { ...domain, certificate: certificate ?? (await readJson<CertificateState>(fileOf(hostname, 'certificate'))) ?? { status: 'none' } };
   }
 
-  async function writeBody(domain: Domain): Promise<void> {
+  async function writeBody(domain: Domain, events: DomainEvent[] = [], certificate?: CertificateState): Promise<void> {
     const { certificate: _kept, ...body } = domain;
-    await writeDurable(fileOf(domain.hostname, 'domain'), JSON.stringify(body));
+    const file: BodyFile = certificate ? { ...body, certificate, events } : { ...body, events };
+    await writeDurable(fileOf(domain.hostname, 'domain'), JSON.stringify(file));
+  }
+
+  /** Rewrites the body file with `change` applied; false when the domain is gone. Runs in the domain's turn. */
+  async function rewrite(hostname: string, change: (body: BodyFile) => BodyFile): Promise<boolean> {
+    if (!index.get(hostname)) return false;
+    const body = await readJson<BodyFile>(fileOf(hostname, 'domain'));
+    if (!body) return false;
+    await writeDurable(fileOf(hostname, 'domain'), JSON.stringify(change(body)));
+    return true;
   }
 
   const domains: DomainStore = {
@@ -87,11 +120,13 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
       const found = await Promise.all(index.hostnamesOf(projectId).map(read));
       return found.filter((d): d is Domain => d !== null).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
     },
-    create: async (domain) => {
+    create: async (domain, event) => {
       if (index.get(domain.hostname) || claimed.has(domain.hostname)) return 'taken';
       claimed.add(domain.hostname);
       try {
-        await writeBody(domain);
+        const earlier = history.get(domain.hostname);
+        const kept = earlier?.accountId === domain.accountId ? (earlier.events ?? []) : [];
+        await serial(domain.hostname, () => writeBody(domain, appendBounded(kept, event ? [event] : [])));
         await rm(fileOf(domain.hostname, 'certificate'), { force: true });
         await setEntry(domain.hostname, indexEntryOf(domain));
       } finally {
@@ -99,26 +134,49 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
       }
       return null;
     },
-    update: async (domain) => {
-      const before = index.get(domain.hostname);
-      if (!before) return null;
-      await writeBody(domain);
-      const after = indexEntryOf(domain);
-      if (!sameEntry(before, after)) await setEntry(domain.hostname, after);
-      return read(domain.hostname);
+    update: (domain, event) =>
+      serial(domain.hostname, async () => {
+        const before = index.get(domain.hostname);
+        if (!before) return null;
+        const { certificate: _certificate, ...fields } = domain;
+        if (!(await rewrite(domain.hostname, (body) => ({ ...fields, ...(body.certificate ? { certificate: body.certificate } : {}), events: appendBounded(body.events ?? [], event ? [event] : []) })))) return null;
+        const after = indexEntryOf(domain);
+        if (!sameEntry(before, after)) await setEntry(domain.hostname, after);
+        return read(domain.hostname);
+      }),
+    setCertificate: async (hostname, certificate, event) => {
+      if (!event) {
+        // no event: the certificate file alone, unless the body file already holds the state
+        await serial(hostname, async () => {
+          if (!index.get(hostname)) return;
+          const body = await readJson<BodyFile>(fileOf(hostname, 'domain'));
+          if (body?.certificate) await rewrite(hostname, (b) => ({ ...b, certificate }));
+          else await writeDurable(fileOf(hostname, 'certificate'), JSON.stringify(certificate));
+        });
+        return;
+      }
+      await serial(hostname, () => rewrite(hostname, (body) => ({ ...body, certificate, events: appendBounded(body.events ?? [], [event]) })));
     },
-    setCertificate: async (hostname, certificate) => {
-      if (index.get(hostname)) await writeDurable(fileOf(hostname, 'certificate'), JSON.stringify(certificate));
+    appendEvent: async (hostname, event) => {
+      await serial(hostname, () => rewrite(hostname, (body) => ({ ...body, events: appendBounded(body.events ?? [], [event]) })));
     },
-    remove: async (hostname, at) => {
+    events: async (hostname) => {
+      if (!index.get(hostname)) return [];
+      return (await readJson<BodyFile>(fileOf(hostname, 'domain')))?.events ?? [];
+    },
+    remove: async (hostname, at, event) => {
       const domain = await read(hostname);
       if (!domain) return null;
-      await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at });
+      const timeline = await serial(hostname, async () => (await readJson<BodyFile>(fileOf(hostname, 'domain')))?.events ?? []);
+      await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at, events: appendBounded(timeline, event ? [event] : []) } satisfies History);
       await setEntry(hostname, null);
       await Promise.all([rm(fileOf(hostname, 'domain'), { force: true }), rm(fileOf(hostname, 'certificate'), { force: true })]);
       return domain;
     },
-    previousOwner: async (hostname) => history.get(hostname) ?? null,
+    previousOwner: async (hostname) => {
+      const earlier = history.get(hostname);
+      return earlier ? { accountId: earlier.accountId, removedAt: earlier.removedAt } : null;
+    },
     route: async (hostname) => index.route(hostname),
     // every change is made by this process and is in the index the moment it is durable
     indexedRoute: (hostname) => index.route(hostname),

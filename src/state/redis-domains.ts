@@ -2,8 +2,11 @@
 // certificate manager and owner changes never overwrite each other; `portico:routes` holds the small
 // route entry of every served domain, from which the routing index is made (redis-routes.ts);
 // `portico:domain-counts` keeps the number of domains per status, so metrics read three fields.
+// `portico:domain-events:<hostname>` is the domain's timeline (a list, newest last, trimmed to
+// MAX_DOMAIN_EVENTS); an event is pushed by the same script or transaction as the change it describes.
 import type { Redis } from 'ioredis';
 import { openRedisRouteIndex, SET_ROUTE, SET_ROUTE_KEYS, type RedisRouteIndex } from './redis-routes.ts';
+import { MAX_DOMAIN_EVENTS, type DomainEvent } from '../domains/events.ts';
 import { routeOf, type Domain, type DomainRoute, type DomainStatus, type DomainStore, type Project, type ProjectStore } from './types.ts';
 
 const HISTORY_SECONDS = 31 * 86_400;
@@ -32,18 +35,35 @@ local function setStatus(KEYS, ARGV)${SET_STATUS}
 end
 setRoute({KEYS[2], KEYS[3], KEYS[4]}, {ARGV[2], ARGV[3]})
 setStatus({KEYS[5], KEYS[6]}, {ARGV[2], ARGV[4]})
+if ARGV[5] ~= '' then
+  redis.call('RPUSH', KEYS[7], ARGV[5])
+  redis.call('LTRIM', KEYS[7], -${MAX_DOMAIN_EVENTS}, -1)
+end
 return 1`;
+
+// Appends ARGV[2] (an event, or nothing when '') to the timeline KEYS[3] and sets KEYS[2] to ARGV[1]
+// (or nothing when ''), only while the domain KEYS[1] exists.
+const SET_IF_EXISTS = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[1] ~= '' then redis.call('SET', KEYS[2], ARGV[1]) end
+if ARGV[2] ~= '' then
+  redis.call('RPUSH', KEYS[3], ARGV[2])
+  redis.call('LTRIM', KEYS[3], -${MAX_DOMAIN_EVENTS}, -1)
+end
+return 1`;
+
+const eventsKey = (hostname: string) => `portico:domain-events:${hostname}`;
 
 type Call = <T>(run: () => Promise<T>) => Promise<T>;
 
 export function openRedisDomainStores(client: Redis, call: Call): { projects: ProjectStore; domains: DomainStore; routeIndex: RedisRouteIndex } {
   // a removed domain must not get its certificate state back from a late writer
-  client.defineCommand('porticoSetIfExists', { numberOfKeys: 2, lua: `if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('SET', KEYS[2], ARGV[1]) end return 1` });
+  client.defineCommand('porticoSetIfExists', { numberOfKeys: 3, lua: SET_IF_EXISTS });
   client.defineCommand('porticoSetRoute', { numberOfKeys: 3, lua: SET_ROUTE });
   client.defineCommand('porticoSetStatus', { numberOfKeys: 2, lua: SET_STATUS });
-  client.defineCommand('porticoUpdateDomain', { numberOfKeys: 6, lua: UPDATE_DOMAIN });
+  client.defineCommand('porticoUpdateDomain', { numberOfKeys: 7, lua: UPDATE_DOMAIN });
   const scripts = client as unknown as {
-    porticoSetIfExists(exists: string, key: string, value: string): Promise<number>;
+    porticoSetIfExists(exists: string, key: string, events: string, value: string, event: string): Promise<number>;
     porticoUpdateDomain(...args: Array<string>): Promise<number>;
   };
   const routeIndex = openRedisRouteIndex(client, call);
@@ -96,34 +116,53 @@ export function openRedisDomainStores(client: Redis, call: Call): { projects: Pr
         const hostnames = await call(() => client.smembers(`portico:project:${projectId}:domains`));
         return (await readDomains(hostnames)).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
       },
-      setCertificate: async (hostname, certificate) => {
-        await call(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, JSON.stringify(certificate)));
+      setCertificate: async (hostname, certificate, event) => {
+        await call(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), JSON.stringify(certificate), event ? JSON.stringify(event) : ''));
       },
-      create: async (domain) => {
+      appendEvent: async (hostname, event) => {
+        await call(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), '', JSON.stringify(event)));
+      },
+      events: async (hostname) => {
+        const texts = await call(() => client.lrange(eventsKey(hostname), 0, -1));
+        // a removed domain's timeline waits for a re-add by the same account: not shown meanwhile
+        if (texts.length === 0 || (await call(() => client.exists(`portico:domain:${hostname}`))) === 0) return [];
+        return texts.map((t) => JSON.parse(t) as DomainEvent);
+      },
+      create: async (domain, event) => {
         const claimed = await call(() => client.set(`portico:domain:${domain.hostname}`, JSON.stringify(domain), 'NX'));
         if (claimed === null) return 'taken';
-        await call(() => multi().porticoSetStatus(...STATUS_KEYS, domain.hostname, domain.status).sadd(`portico:project:${domain.projectId}:domains`, domain.hostname).exec());
+        const earlier = await readJson<{ accountId: string }>(`portico:domain-history:${domain.hostname}`);
+        const timeline = multi();
+        // a timeline left by the same account continues; another account's is not theirs to read
+        if (earlier?.accountId === domain.accountId) timeline.persist(eventsKey(domain.hostname));
+        else timeline.del(eventsKey(domain.hostname));
+        if (event) timeline.rpush(eventsKey(domain.hostname), JSON.stringify(event)).ltrim(eventsKey(domain.hostname), -MAX_DOMAIN_EVENTS, -1);
+        await call(() => timeline.porticoSetStatus(...STATUS_KEYS, domain.hostname, domain.status).sadd(`portico:project:${domain.projectId}:domains`, domain.hostname).exec());
         return null;
       },
-      update: async (domain) => {
+      update: async (domain, event) => {
         const route = routeOf(domain);
         const done = await call(() =>
-          scripts.porticoUpdateDomain(`portico:domain:${domain.hostname}`, ...SET_ROUTE_KEYS, ...STATUS_KEYS, JSON.stringify(domain), domain.hostname, route ? JSON.stringify(route) : '', domain.status),
+          scripts.porticoUpdateDomain(`portico:domain:${domain.hostname}`, ...SET_ROUTE_KEYS, ...STATUS_KEYS, eventsKey(domain.hostname), JSON.stringify(domain), domain.hostname, route ? JSON.stringify(route) : '', domain.status, event ? JSON.stringify(event) : ''),
         );
         if (done === 0) return null;
         routeIndex.applyLocal(domain.hostname, route);
         return domain;
       },
-      remove: async (hostname, at) => {
+      remove: async (hostname, at, event) => {
         const [domain] = await readDomains([hostname]);
         if (!domain) return null;
+        const timeline = multi();
+        if (event) timeline.rpush(eventsKey(hostname), JSON.stringify(event)).ltrim(eventsKey(hostname), -MAX_DOMAIN_EVENTS, -1);
         await call(() =>
-          multi()
+          timeline
             .porticoSetRoute(...SET_ROUTE_KEYS, hostname, '')
             .porticoSetStatus(...STATUS_KEYS, hostname, '')
             .set(`portico:domain-history:${hostname}`, JSON.stringify({ accountId: domain.accountId, removedAt: at }), 'EX', HISTORY_SECONDS)
             .del(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`)
             .srem(`portico:project:${domain.projectId}:domains`, hostname)
+            // kept with the history: the same account adding it again continues it
+            .expire(eventsKey(hostname), HISTORY_SECONDS)
             .exec(),
         );
         routeIndex.applyLocal(hostname, null);

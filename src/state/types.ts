@@ -8,6 +8,7 @@
 // - backend failures reject with an Error whose `code` is 'STATE_UNAVAILABLE'.
 import type { Plan } from '../config.ts';
 import type { Limit } from '../ratelimit/limiter.ts';
+import type { DomainEvent } from '../domains/events.ts';
 
 export type Environment = 'production' | 'staging';
 export const ENVIRONMENTS: readonly Environment[] = ['production', 'staging'];
@@ -123,7 +124,16 @@ export interface Domain {
   ownershipToken?: string;
   createdAt: string;
   verifiedAt?: string;
+  /** a verified domain whose DNS stopped pointing at us (three failed checks in a row); absent: ok */
+  health?: DomainHealth;
+  /** the last and the next automatic DNS check (src/domains/rechecks.ts) */
+  lastCheckedAt?: string;
+  nextCheckAt?: string;
+  /** internal: automatic checks since the cycle (re)started, and failed checks in a row */
+  recheck?: { since: string; attempts: number; failuresInRow: number };
 }
+
+export type DomainHealth = 'ok' | 'misconfigured';
 
 /** What the routing index keeps per hostname: small, so 100k domains stay cheap. */
 export interface DomainRoute {
@@ -140,20 +150,36 @@ export interface ProjectStore {
   update(project: Project): Promise<Project | null>;
 }
 
+/**
+ * Domains. Every write method takes an optional `event` (src/domains/events.ts): it is appended to the
+ * domain's timeline in the same atomic step as the change it describes, or not at all (the domain
+ * was gone). The timeline keeps the newest MAX_DOMAIN_EVENTS (200) events.
+ */
 export interface DomainStore {
   get(hostname: string): Promise<Domain | null>;
   listByProject(projectId: string): Promise<Domain[]>;
-  /** claims the hostname atomically; 'taken' when any project has it already */
-  create(domain: Domain): Promise<'taken' | null>;
+  /**
+   * claims the hostname atomically; 'taken' when any project has it already. The timeline starts
+   * with `event`; a timeline the same account left behind on removal (within 31 days) continues.
+   */
+  create(domain: Domain, event?: DomainEvent): Promise<'taken' | null>;
   /** replaces the domain, except its `certificate` (see setCertificate); null when it is gone */
-  update(domain: Domain): Promise<Domain | null>;
+  update(domain: Domain, event?: DomainEvent): Promise<Domain | null>;
   /**
    * The certificate state alone, kept apart from the rest of the domain so the certificate manager
    * and owner changes (redirects, primary, HSTS) never overwrite each other. No-op for an unknown domain.
    */
-  setCertificate(hostname: string, certificate: CertificateState): Promise<void>;
-  /** removes it and remembers which account had it (takeover guard); null when unknown */
-  remove(hostname: string, at: string): Promise<Domain | null>;
+  setCertificate(hostname: string, certificate: CertificateState, event?: DomainEvent): Promise<void>;
+  /** appends one event for a step that changes nothing else; no-op for an unknown domain */
+  appendEvent(hostname: string, event: DomainEvent): Promise<void>;
+  /** the domain's timeline, oldest first; [] for an unknown domain */
+  events(hostname: string): Promise<DomainEvent[]>;
+  /**
+   * removes it and remembers which account had it (takeover guard); null when unknown. The timeline,
+   * ending with `event`, is kept with that memory for 31 days and continues if the same account adds
+   * the hostname again; it is dropped when another account does.
+   */
+  remove(hostname: string, at: string, event?: DomainEvent): Promise<Domain | null>;
   /** the last account that had this hostname, and when it was removed */
   previousOwner(hostname: string): Promise<{ accountId: string; removedAt: string } | null>;
   /** the route of a served (verified) domain, read from the backend; null when it is not served */

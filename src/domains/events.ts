@@ -1,0 +1,57 @@
+// A domain's timeline (DESIGN §6): every step that happens to a domain — DNS checks and what they
+// found, verification, queueing behind a CA limit, orders, challenges, issuance or the CA's error,
+// renewals, misconfiguration and recovery, removal — is one event, kept with the domain.
+//
+// How to write one (both backends, src/state/types.ts DomainStore):
+// - with the change it describes, in the same atomic step: pass it as the last argument of
+//   `domains.create(domain, event)`, `domains.update(domain, event)`,
+//   `domains.setCertificate(hostname, certificate, event)` or `domains.remove(hostname, at, event)`;
+// - for a step that changes nothing else (a challenge served, an order placed):
+//   `domains.appendEvent(hostname, event)`;
+// - read them with `domains.events(hostname)`: oldest first, at most MAX_DOMAIN_EVENTS.
+// `domainEvent(type, message, details)` stamps the time. Messages are for the domain's owner: say
+// what happened and what to do in plain words; put machine-readable facts in `details`.
+
+export type DomainEventType =
+  | 'added'
+  | 'dns_checked'
+  | 'verified'
+  | 'verification_failed'
+  | 'certificate_queued'
+  | 'order_placed'
+  | 'challenge_served'
+  | 'certificate_issued'
+  | 'order_failed'
+  | 'renewal_scheduled'
+  | 'misconfigured'
+  | 'recovered'
+  | 'removed';
+
+export const DOMAIN_EVENT_TYPES: readonly DomainEventType[] = [
+  'added', 'dns_checked', 'verified', 'verification_failed', 'certificate_queued', 'order_placed', 'challenge_served',
+  'certificate_issued', 'order_failed', 'renewal_scheduled', 'misconfigured', 'recovered', 'removed',
+];
+
+export interface DomainEvent {
+  /** ISO 8601 time of the step */
+  at: string;
+  type: DomainEventType;
+  /** one sentence an owner can read */
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+/** the newest events kept per domain; older ones are dropped as new ones arrive */
+export const MAX_DOMAIN_EVENTS = 200;
+
+export function domainEvent(type: DomainEventType, message: string, details?: Record<string, unknown>, at: number = Date.now()): DomainEvent {
+  const event: DomainEvent = { at: new Date(at).toISOString(), type, message };
+  if (details && Object.keys(details).length > 0) event.details = details;
+  return event;
+}
+
+/** `events` with `added` appended, keeping only the newest MAX_DOMAIN_EVENTS (for backends that keep the list in one value). */
+export function appendBounded(events: readonly DomainEvent[], added: readonly DomainEvent[]): DomainEvent[] {
+  const all = [...events, ...added];
+  return all.length > MAX_DOMAIN_EVENTS ? all.slice(all.length - MAX_DOMAIN_EVENTS) : all;
+}
