@@ -28,6 +28,11 @@ export class Reader {
     return node;
   }
 
+  /** the raw value of a setting that has its own reader (its whole subtree counts as known) */
+  value(at: string): unknown {
+    return this.get(at);
+  }
+
   private fail(at: string, what: string): void {
     const name = this.envOf.get(at);
     this.problems.push(`${at}${name ? ` (${name})` : ''} ${what}`);

@@ -6,6 +6,7 @@ import net from 'node:net';
 import { createRequire } from 'node:module';
 import type { Limit } from './ratelimit/limiter.ts';
 import { Reader, isObject } from './config-reader.ts';
+import { allCaaIdentities, isUrl, parseIssuerEntries, resolveIssuers, type CaLimits, type IssuerSettings } from './certs/issuers.ts';
 
 export type Plan = 'free' | 'pro' | 'business' | 'enterprise';
 export const PLANS: readonly Plan[] = ['free', 'pro', 'business', 'enterprise'];
@@ -24,7 +25,11 @@ export interface Config {
   redis: { url: string | null; commandTimeoutMs: number };
   platform: { domain: string; certFile: string | null; keyFile: string | null; cnameTarget: string };
   dns: { servers: string[] };
-  acme: { directory: string; email: string | null; caaIdentities: string[]; onDemandWaitMs: number };
+  /**
+   * issuers: the ACME CAs in order of preference (certs/issuers.ts); directory: the first one's;
+   * caaIdentities: every issuer's CAA identities (verification passes when CAA allows any of them)
+   */
+  acme: { directory: string; issuers: IssuerSettings[]; email: string | null; caaIdentities: string[]; onDemandWaitMs: number };
   api: {
     hosts: string[];
     stagingHosts: string[];
@@ -74,7 +79,10 @@ const ENV: ReadonlyArray<[string, string, Kind]> = [
   ['PORTICO_PLATFORM_KEY_FILE', 'platform.keyFile', 'string'],
   ['PORTICO_CNAME_TARGET', 'platform.cnameTarget', 'string'],
   ['PORTICO_DNS_SERVERS', 'dns.servers', 'list'],
-  ['PORTICO_ACME_DIRECTORY', 'acme.directory', 'url'],
+  ['PORTICO_ACME_DIRECTORY', 'acme.directory', 'list'],
+  ['PORTICO_ACME_NEW_ORDERS_PER_3H', 'acme.limits.newOrdersPer3h', 'int'],
+  ['PORTICO_ACME_CERTS_PER_DOMAIN_PER_WEEK', 'acme.limits.certsPerDomainPerWeek', 'int'],
+  ['PORTICO_ACME_FAILED_VALIDATIONS_PER_HOUR', 'acme.limits.failedValidationsPerHour', 'int'],
   ['PORTICO_ACME_EMAIL', 'acme.email', 'string'],
   ['PORTICO_API_HOSTS', 'api.hosts', 'list'],
   ['PORTICO_STAGING_API_HOSTS', 'api.stagingHosts', 'list'],
@@ -142,12 +150,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
       cnameTarget: read.hostname('platform.cnameTarget', 'edge.localhost'),
     },
     dns: { servers: read.list('dns.servers', []) },
-    acme: {
-      directory: read.optionalUrl('acme.directory', ['https:', 'http:']) ?? 'https://acme-staging-v02.api.letsencrypt.org/directory',
-      email: read.optionalString('acme.email'),
-      caaIdentities: read.list('acme.caaIdentities', ['letsencrypt.org']).map((s) => s.toLowerCase()),
-      onDemandWaitMs: read.int('acme.onDemandWaitMs', 5000, 0),
-    },
+    acme: readAcme(read, problems, env),
     api: {
       hosts: read.list('api.hosts', ['api.localhost', 'localhost', '127.0.0.1']).map((h) => h.toLowerCase()),
       stagingHosts: read.list('api.stagingHosts', ['api.staging.localhost']).map((h) => h.toLowerCase()),
@@ -220,6 +223,39 @@ function listenHost(host: string | null, problems: string[]): string | null {
   if (net.isIP(address) !== 0) return address;
   problems.push(`listen.host (PORTICO_LISTEN_HOST) must be an IP address such as 127.0.0.1, 0.0.0.0, ::1 or :: (null or unset: every interface), got ${JSON.stringify(host)}`);
   return null;
+}
+
+const LETS_ENCRYPT_STAGING = 'https://acme-staging-v02.api.letsencrypt.org/directory';
+
+// PORTICO_ACME_DIRECTORY (one URL or several, comma-separated) names the issuers and their order;
+// without it `acme.issuers` does, else `acme.directory`. An `acme.issuers` entry whose directory is
+// in the list lends it its name, EAB, CAA identities and limits.
+function readAcme(read: Reader, problems: string[], env: NodeJS.ProcessEnv): Config['acme'] {
+  const entries = parseIssuerEntries(read.value('acme.issuers'), problems);
+  const fromEnv = Boolean(env.PORTICO_ACME_DIRECTORY);
+  const configured = read.value('acme.directory');
+  const directories = typeof configured === 'string' ? configured.split(',').map((s) => s.trim()).filter(Boolean) : Array.isArray(configured) ? configured : null;
+  if (configured !== undefined && configured !== null && (directories === null || directories.length === 0 || !directories.every(isUrl))) {
+    const bad = directories?.find((d) => !isUrl(d)) ?? configured;
+    problems.push(`acme.directory (PORTICO_ACME_DIRECTORY) must be a URL or a comma-separated list of URLs, got ${JSON.stringify(bad)}`);
+  }
+  const list: string[] = directories !== null && directories.every(isUrl) && directories.length > 0 && (fromEnv || entries.length === 0)
+    ? directories
+    : entries.length > 0 ? entries.map((e) => e.directory) : [LETS_ENCRYPT_STAGING];
+  const overrides: Partial<CaLimits> = {};
+  for (const key of ['newOrdersPer3h', 'certsPerDomainPerWeek', 'failedValidationsPerHour'] as const) {
+    const value = read.int(`acme.limits.${key}`, 0, 1);
+    if (value > 0) overrides[key] = value;
+  }
+  const caaFallback = read.list('acme.caaIdentities', ['letsencrypt.org']).map((s) => s.toLowerCase());
+  const issuers = resolveIssuers(list.map((directory) => entries.find((e) => e.directory === directory) ?? { directory }), caaFallback, overrides);
+  return {
+    directory: list[0],
+    issuers,
+    email: read.optionalString('acme.email'),
+    caaIdentities: allCaaIdentities(issuers),
+    onDemandWaitMs: read.int('acme.onDemandWaitMs', 5000, 0),
+  };
 }
 
 /** Each name must be a group this Node's OpenSSL can offer, one per entry (OpenSSL would read `a:b` as two). */

@@ -1,6 +1,8 @@
-// The ACME issuer: one HTTP-01 order per issue() call (acme-client 5), for an ECDSA P-256 key.
-// It does not decide *whether* to order (verification, locks, de-duplication, backoff are the
-// caller's); it places the order and says, as an IssueError kind, why one failed.
+// The ACME issuer: one HTTP-01 order per issue() call (acme-client 5), for an ECDSA P-256 key, at one
+// directory (issuer-chain.ts tries the next). It does not decide *whether* to order (verification,
+// locks, de-duplication, limits, backoff are the caller's); it places the order and says, as an
+// IssueError kind, why one failed. The order's steps are acme-client's auto() spelt out (RFC 8555
+// §7.4), so the order can carry `replaces` (RFC 9773 §5) and the caller hears when it was placed.
 //
 // acme-client throws plain Errors carrying only the problem's `detail`, so the problem `type`
 // (RFC 8555 §6.7) and Retry-After are read off the responses themselves: the client's axios
@@ -8,9 +10,11 @@
 // issue() call of this issuer (AsyncLocalStorage), which also carry the `ca` trust per request.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { X509Certificate } from 'node:crypto';
+import http from 'node:http';
 import https from 'node:https';
 import tls from 'node:tls';
 import * as acme from 'acme-client';
+import { certId, fetchRenewalInfo, type RenewalInfo } from './ari.ts';
 
 // the stores this needs are in types.ts: challenges must be visible to every instance the CA may reach
 import type { AccountKeyStore, ChallengeStore as StoredChallenges } from './types.ts';
@@ -37,6 +41,8 @@ export class IssueError extends Error {
   retryAfterSeconds?: number;
   /** the ACME problem type, when the CA sent a problem */
   problemType?: string;
+  /** the CA created an order before it failed (it counts against the account's order limit) */
+  ordered = false;
 
   constructor(kind: IssueErrorKind, message: string, details: { retryAfterSeconds?: number; problemType?: string; cause?: unknown } = {}) {
     super(message, { cause: details.cause });
@@ -56,10 +62,26 @@ export interface AcmeIssuerOptions {
   ca?: string;
   /** first poll delay (ms) while the CA validates and finalises; doubles up to 30 s */
   backoffMin?: number;
+  /** External Account Binding (RFC 8555 §7.3.4), for CAs that want one (ZeroSSL, Google Trust Services) */
+  eab?: { kid: string; hmacKey: string } | null;
+}
+
+export interface OrderOptions {
+  /** the ARI CertID of the certificate this one replaces (RFC 9773 §5) */
+  replaces?: string;
+  /** the CA accepted the order */
+  onOrderPlaced?(orderUrl: string): void;
+  /** the CA fetched the HTTP-01 answer and found it right */
+  onChallengeValid?(): void;
 }
 
 export interface AcmeIssuer {
-  issue(hostname: string): Promise<IssuedCertificate>;
+  issue(hostname: string, options?: OrderOptions): Promise<IssuedCertificate>;
+  /**
+   * The CA's renewal information for a certificate it issued (RFC 9773 §4), or null when its
+   * directory offers none or it has no answer for this certificate.
+   */
+  renewalInfo(certPem: string, now: number): Promise<(RenewalInfo & { certId: string }) | null>;
   /** orders the CA created for this issuer since it was made */
   orders(): number;
 }
@@ -163,7 +185,7 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
       accountKey = (await acme.crypto.createPrivateEcdsaKey()).toString();
       await accountKeys.save(accountKey);
     }
-    const client = new acme.Client({ directoryUrl, accountKey, backoffMin });
+    const client = new acme.Client({ directoryUrl, accountKey, backoffMin, ...(options.eab ? { externalAccountBinding: options.eab } : {}) });
     const trace = newTrace();
     try {
       await traces.run(trace, () => client.createAccount({
@@ -178,42 +200,89 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     return client;
   }
 
-  async function issue(hostname: string): Promise<IssuedCertificate> {
+  // RFC 8555 §7.4: new order → authorisations → HTTP-01 answered (the client's own pre-check is
+  // skipped: it would resolve the name with the system resolver, which need not be the CA's) →
+  // finalize → certificate
+  async function order(client: acme.Client, hostname: string, csr: Buffer, options: OrderOptions, placed: () => void): Promise<string> {
+    const created = await client.createOrder({ identifiers: [{ type: 'dns', value: hostname }], ...(options.replaces ? { replaces: options.replaces } : {}) } as Parameters<acme.Client['createOrder']>[0]);
+    placed();
+    options.onOrderPlaced?.(created.url);
+    for (const authz of await client.getAuthorizations(created)) {
+      if (authz.status === 'valid') continue;
+      const challenge = authz.challenges.find((c) => c.type === 'http-01');
+      if (challenge === undefined) throw new IssueError('ca', `the CA offered no http-01 challenge for ${hostname}`);
+      const keyAuthorization = await client.getChallengeKeyAuthorization(challenge);
+      try {
+        await challenges.set(challenge.token, keyAuthorization);
+      } catch (err) {
+        throw new Error(`storing the HTTP-01 challenge for ${hostname}`, { cause: err });
+      }
+      try {
+        await client.completeChallenge(challenge);
+        await client.waitForValidStatus(challenge);
+        options.onChallengeValid?.();
+      } finally {
+        await challenges.remove(challenge.token).catch(() => undefined);
+      }
+    }
+    const finalized = await client.finalizeOrder(created, csr);
+    return client.getCertificate(finalized);
+  }
+
+  async function issue(hostname: string, options: OrderOptions = {}): Promise<IssuedCertificate> {
     account ??= openAccount().catch((err: unknown) => { account = null; throw err; });
     const client = await account;
     const [keyPem, csr] = await acme.crypto.createCsr({ commonName: hostname, altNames: [hostname] }, await acme.crypto.createPrivateEcdsaKey('P-256'));
     const trace = newTrace();
-    let storeFailure: unknown;
+    let ordered = false;
     let certPem: string;
     try {
-      certPem = await traces.run(trace, () => client.auto({
-        csr,
-        email: email ?? undefined,
-        termsOfServiceAgreed: true,
-        challengePriority: ['http-01'],
-        // the client's own pre-check would resolve the name with the system resolver, which
-        // need not be the one the CA uses; the CA's validation is the one that counts
-        skipChallengeVerification: true,
-        challengeCreateFn: async (_authz, challenge, keyAuthorization) => {
-          try {
-            await challenges.set(challenge.token, keyAuthorization);
-          } catch (err) {
-            storeFailure = err;
-            throw err;
-          }
-        },
-        challengeRemoveFn: (_authz, challenge) => challenges.remove(challenge.token),
-      }));
+      certPem = await traces.run(trace, () => order(client, hostname, csr, options, () => { ordered = true; }));
     } catch (err) {
-      if (storeFailure !== undefined) throw new Error(`storing the HTTP-01 challenge for ${hostname}`, { cause: storeFailure });
-      throw classify(err, trace, `ordering a certificate for ${hostname}`);
+      if (!(err instanceof IssueError) && err instanceof Error && err.message.startsWith('storing the HTTP-01')) throw err;
+      const failure = classify(err, trace, `ordering a certificate for ${hostname}`);
+      failure.ordered = ordered;
+      throw failure;
     } finally {
       trace.agent.destroy();
     }
     return describe(certPem, keyPem.toString());
   }
 
-  return { issue, orders: () => orderCount };
+  let directory: Promise<Record<string, unknown>> | null = null;
+  async function renewalInfo(certPem: string, now: number): Promise<(RenewalInfo & { certId: string }) | null> {
+    const trace = newTrace();
+    try {
+      directory ??= fetchDirectory(directoryUrl, trace.agent).catch((err: unknown) => { directory = null; throw err; });
+      const base = (await directory).renewalInfo;
+      if (typeof base !== 'string') return null;
+      const id = certId(certPem);
+      const info = await fetchRenewalInfo(base, id, trace.agent, now);
+      return info === null ? null : { ...info, certId: id };
+    } finally {
+      trace.agent.destroy();
+    }
+  }
+
+  return { issue, renewalInfo, orders: () => orderCount };
+}
+
+async function fetchDirectory(url: string, agent: https.Agent): Promise<Record<string, unknown>> {
+  const client = url.startsWith('https:') ? https : http;
+  const body = await new Promise<string>((resolve, reject) => {
+    const request = client.get(url, url.startsWith('https:') ? { agent, timeout: REQUEST_TIMEOUT_MS } : { timeout: REQUEST_TIMEOUT_MS }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => { text += chunk; });
+      response.on('end', () => (response.statusCode === 200 ? resolve(text) : reject(new Error(`${url} answered ${response.statusCode}`))));
+      response.on('error', reject);
+    });
+    request.on('timeout', () => request.destroy(new Error(`no answer from ${url}`)));
+    request.on('error', reject);
+  });
+  const parsed: unknown = JSON.parse(body);
+  if (!isObject(parsed)) throw new Error(`${url} is not an ACME directory`);
+  return parsed;
 }
 
 /** The IssueError kind for an ACME problem type (RFC 8555 §6.7); unknown types are the CA's. */
