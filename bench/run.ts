@@ -44,6 +44,7 @@ import { NICE, choosePinning, coreTimes, cpuSeconds, onPath, portFromStdout, pro
 import { chooseResolution, runWrk, type LoadResult, type Resolution } from './lib/wrk.ts';
 import { runHandshakes } from './lib/tls-load.ts';
 import { startNginx, type Nginx } from './lib/nginx.ts';
+import { startOrigin } from './lib/origin.ts';
 import { admin, buildDist, startPortico, provision, type Portico } from './lib/portico.ts';
 import { expectStatus, get } from './lib/check.ts';
 import { summarizeProfile } from './lib/profile.ts';
@@ -370,8 +371,11 @@ async function main(): Promise<void> {
 
   try {
     // --- the load side: origin and Redis
-    origin = spawnPinned('origin', pinning.client, process.execPath, [path.join(import.meta.dirname, 'origin.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const originPort = await portFromStdout(origin);
+    // nginx answering itself when installed: the Node origin saturated the load core (see lib/origin.ts)
+    const originServer = await startOrigin(path.join(tmp, 'origin'), pinning.client, tools.nginx);
+    origin = originServer.process;
+    const originPort = originServer.port;
+    console.log(`origin: ${originServer.kind === 'nginx' ? 'nginx answering 100 bytes itself (return 200)' : 'bench/origin.ts (node:http; nginx is not installed)'}, on the load core`);
     let redisUrl: string | undefined;
     if (tools.redis) {
       const port = await freePort();
