@@ -51,6 +51,7 @@ export function createMetrics() {
     redisUp: new Gauge({ name: 'portico_redis_up', help: '1 when Redis answers; 0 when it does not, or in embedded mode.', registers: [registry], aggregator: 'min' }),
     redisCommandErrors: new Counter({ name: 'portico_redis_command_errors_total', help: 'Redis commands that failed or timed out.', registers: [registry] }),
     acmeOrders: new Counter({ name: 'portico_acme_orders_total', help: 'ACME certificate orders, by result.', labelNames: ['result'] as const, registers: [registry] }),
+    domainChecks: new Counter({ name: 'portico_domain_checks_total', help: 'DNS checks of domains (automatic and on request), by result: pass, fail (a record is missing or wrong), error (DNS did not answer).', labelNames: ['result'] as const, registers: [registry] }),
     acmeOrderDuration: new Histogram({ name: 'portico_acme_order_duration_seconds', help: 'Time to obtain a certificate.', buckets: [0.5, 1, 2, 5, 10, 30, 60, 120], registers: [registry] }),
     certificates: new Gauge({ name: 'portico_certificates', help: 'Stored certificates, by time left.', labelNames: ['expires_in'] as const, registers: [registry], aggregator: 'max' }),
     certificatesEarliestExpiry: new Gauge({ name: 'portico_certificates_earliest_expiry_timestamp_seconds', help: 'When the first stored certificate expires (Unix seconds).', registers: [registry], aggregator: 'min' }),
