@@ -6,6 +6,7 @@ import net from 'node:net';
 import { createRequire } from 'node:module';
 import type { Limit } from './ratelimit/limiter.ts';
 import { Reader, isObject } from './config-reader.ts';
+import { parseRedisUrl } from './state/redis-url.ts';
 import { allCaaIdentities, isUrl, parseIssuerEntries, resolveIssuers, type CaLimits, type IssuerSettings } from './certs/issuers.ts';
 
 export type Plan = 'free' | 'pro' | 'business' | 'enterprise';
@@ -22,7 +23,8 @@ export interface Config {
   metrics: { port: number | null };
   dataDir: string;
   certsDir: string;
-  redis: { url: string | null; commandTimeoutMs: number };
+  /** replicasToAck: null = by topology (1 on Sentinel and Cluster, 0 on one server) */
+  redis: { url: string | null; commandTimeoutMs: number; replicasToAck: number | null; replicaAckTimeoutMs: number };
   platform: { domain: string; certFile: string | null; keyFile: string | null; cnameTarget: string };
   dns: { servers: string[] };
   /**
@@ -74,6 +76,8 @@ const ENV: ReadonlyArray<[string, string, Kind]> = [
   ['PORTICO_CERTS_DIR', 'certsDir', 'string'],
   ['PORTICO_REDIS_URL', 'redis.url', 'url'],
   ['PORTICO_REDIS_COMMAND_TIMEOUT_MS', 'redis.commandTimeoutMs', 'int'],
+  ['PORTICO_REDIS_REPLICAS_TO_ACK', 'redis.replicasToAck', 'int'],
+  ['PORTICO_REDIS_REPLICA_ACK_TIMEOUT_MS', 'redis.replicaAckTimeoutMs', 'int'],
   ['PORTICO_PLATFORM_DOMAIN', 'platform.domain', 'string'],
   ['PORTICO_PLATFORM_CERT_FILE', 'platform.certFile', 'string'],
   ['PORTICO_PLATFORM_KEY_FILE', 'platform.keyFile', 'string'],
@@ -142,7 +146,12 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
     metrics: { port: read.optionalPort('metrics.port') },
     dataDir: path.resolve(cwd, read.string('dataDir', './data')),
     certsDir: path.resolve(cwd, read.string('certsDir', './certs')),
-    redis: { url: read.optionalUrl('redis.url', ['redis:', 'rediss:']), commandTimeoutMs: read.int('redis.commandTimeoutMs', 150, 10) },
+    redis: {
+      url: redisUrl(read.optionalString('redis.url'), problems),
+      commandTimeoutMs: read.int('redis.commandTimeoutMs', 150, 10),
+      replicasToAck: nullWhenNegative(read.int('redis.replicasToAck', -1, 0)),
+      replicaAckTimeoutMs: read.int('redis.replicaAckTimeoutMs', 200, 1),
+    },
     platform: {
       domain: read.hostname('platform.domain', 'localhost'),
       certFile: read.optionalString('platform.certFile'),
@@ -217,6 +226,16 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
  * An IP address to bind (`[::1]` read as `::1`), or null for every interface. Names are refused:
  * a name that resolves to several addresses would bind only the first, which is rarely what was meant.
  */
+/** One of the forms in redis-url.ts; a wrong one is a problem that names the accepted forms, never the password. */
+function redisUrl(url: string | null, problems: string[]): string | null {
+  if (url === null) return null;
+  const parsed = parseRedisUrl(url);
+  if (parsed instanceof Error) problems.push(`redis.url (PORTICO_REDIS_URL) ${parsed.message}`);
+  return url;
+}
+
+const nullWhenNegative = (n: number): number | null => (n < 0 ? null : n);
+
 function listenHost(host: string | null, problems: string[]): string | null {
   if (host === null) return null;
   const address = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;

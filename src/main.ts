@@ -28,6 +28,7 @@ import { createEdgeHandler, createUpgradeHandler } from './edge/pipeline.ts';
 import { createHttpHandler } from './edge/http-listener.ts';
 import { createListeners, type ListenerHandlers, type Listeners } from './edge/listeners.ts';
 import { createTrust } from './edge/client-ip.ts';
+import { redact, type RedisMode } from './state/redis-url.ts';
 import { createAdminHandler } from './admin/handler.ts';
 
 // tickets encrypted under one key resume for up to this long; then a full handshake and a new ticket
@@ -57,6 +58,8 @@ interface Shared {
   certificates: CertificateManager;
   adminToken: string;
   redisState(): 'embedded' | 'ok' | 'degraded' | 'down';
+  /** the Redis topology (null: embedded) */
+  redisMode: RedisMode | null;
   reload(): Promise<void>;
 }
 
@@ -70,6 +73,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   let ticketKeys: TicketKeySource;
   let limiter: RateLimiter;
   let redisState: Shared['redisState'];
+  let redisMode: RedisMode | null = null;
   if (config.redis.url) {
     // the Redis backends, and ioredis (~0.17 s to load), only when state is shared
     const [{ connectRedis, openRedisStores }, { openRedisCertStores }, { RedisLimiter }, { FailoverLimiter }] = await Promise.all([
@@ -78,19 +82,26 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
       import('./ratelimit/redis-limiter.ts'),
       import('./ratelimit/failover-limiter.ts'),
     ]);
-    const connections = connectRedis(config.redis.url, config.redis.commandTimeoutMs);
+    const connections = connectRedis(config.redis.url, {
+      commandTimeoutMs: config.redis.commandTimeoutMs,
+      replicasToAck: config.redis.replicasToAck,
+      replicaAckTimeoutMs: config.redis.replicaAckTimeoutMs,
+      onCommandError: (kind) => metrics.redisCommandErrors.inc({ kind }),
+      onUnreplicatedWrite: () => metrics.redisUnreplicatedWrites.inc(),
+    });
+    redisMode = connections.mode;
     stores = await openRedisStores(connections);
-    certStores = openRedisCertStores(connections.client, config.acme.directory);
+    certStores = openRedisCertStores(connections.client, config.acme.directory, connections.acknowledge);
     ticketKeys = redisTicketKeys(connections.client, TICKET_PERIOD_SECONDS);
-    const failover = new FailoverLimiter(new RedisLimiter(connections.client), new MemoryLimiter(), {
+    const failover = new FailoverLimiter(new RedisLimiter(connections), new MemoryLimiter(), {
       mode: config.ratelimit.onRedisDown,
       onRedisState: (up) => {
         metrics.redisUp.set(up ? 1 : 0);
         log.warn({ redis: up ? 'up' : 'down' }, up ? 'Redis is back; shared limits in force again' : 'Redis unreachable; serving from this instance');
       },
-      onCommandError: () => {
+      onCommandError: (err) => {
         connections.health.failedAt = Date.now();
-        metrics.redisCommandErrors.inc();
+        connections.reportError(err);
       },
     });
     limiter = failover;
@@ -98,7 +109,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     connections.client.on('ready', () => metrics.redisUp.set(1));
     connections.client.on('close', () => metrics.redisUp.set(0));
     redisState = () => (connections.client.status === 'ready' ? 'ok' : current.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down');
-    log.info({ redis: redactUrl(config.redis.url) }, 'state in Redis (shared)');
+    log.info({ redis: redact(config.redis.url), mode: connections.mode }, 'state in Redis (shared)');
   } else {
     stores = await openEmbeddedStores(config.dataDir);
     certStores = openFileCertStores(config.certsDir, config.acme.directory);
@@ -139,7 +150,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
 
   // 4. the handlers that depend on configuration, rebuilt on reload
   const proxy = createProjectProxy(forwarder, { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) });
-  const shared: Shared = { stores, certStores, limiter, metrics, log, forwarder, proxy, routes, certificates, adminToken, redisState, reload: () => reload() };
+  const shared: Shared = { stores, certStores, limiter, metrics, log, forwarder, proxy, routes, certificates, adminToken, redisState, redisMode, reload: () => reload() };
   const handlers = buildHandlers(config, shared);
   const ocsp = createOcspStapler({ onError: (err) => log.warn({ err: (err as Error).message }, 'could not fetch an OCSP response to staple') });
   const listeners = createListeners({ config, fallback, secureContext: (name) => certificates.secureContext(name), handlers, ocsp, metrics, trust: createTrust(config.trustedProxies) });
@@ -217,7 +228,7 @@ function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
     const state = shared.redisState();
     if (state === 'embedded') return { status: 200, body: { status: 'ok', state: 'embedded' } };
     const redis = state === 'ok' && (await stores.health()) === 'down' ? (config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down') : state;
-    return { status: redis === 'down' ? 503 : 200, body: { status: redis === 'down' ? 'unavailable' : 'ok', redis } };
+    return { status: redis === 'down' ? 503 : 200, body: { status: redis === 'down' ? 'unavailable' : 'ok', redis, mode: shared.redisMode ?? 'standalone' } };
   };
   const adminDeps = { config, adminToken: shared.adminToken, stores, domains, metrics, log, readiness, reload: shared.reload };
   return {
@@ -255,10 +266,4 @@ function restartOnly(a: Config, b: Config): string[] {
 function readPlatformCertificate(config: Config): { cert: string; key: string } | null {
   if (!config.platform.certFile || !config.platform.keyFile) return null;
   return { cert: readFileSync(config.platform.certFile, 'utf8'), key: readFileSync(config.platform.keyFile, 'utf8') };
-}
-
-function redactUrl(url: string): string {
-  const parsed = new URL(url);
-  if (parsed.password) parsed.password = '***';
-  return parsed.toString();
 }

@@ -49,7 +49,17 @@ export function createMetrics() {
     ratelimitDecisions: new Counter({ name: 'portico_ratelimit_decisions_total', help: 'Rate limiter decisions, by plan and decision.', labelNames: ['plan', 'decision'] as const, registers: [registry] }),
     authFailures: new Counter({ name: 'portico_auth_failures_total', help: '/v1 calls without an active key.', registers: [registry] }),
     redisUp: new Gauge({ name: 'portico_redis_up', help: '1 when Redis answers; 0 when it does not, or in embedded mode.', registers: [registry], aggregator: 'min' }),
-    redisCommandErrors: new Counter({ name: 'portico_redis_command_errors_total', help: 'Redis commands that failed or timed out.', registers: [registry] }),
+    redisCommandErrors: new Counter({
+      name: 'portico_redis_command_errors_total',
+      help: 'Redis commands that failed, by kind: timeout, connection, moved, ask, readonly, loading, tryagain, clusterdown, reply.',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
+    redisUnreplicatedWrites: new Counter({
+      name: 'portico_redis_unreplicated_writes_total',
+      help: 'Acknowledged writes that PORTICO_REDIS_REPLICAS_TO_ACK replicas did not confirm within PORTICO_REDIS_REPLICA_ACK_TIMEOUT_MS (answered anyway).',
+      registers: [registry],
+    }),
     acmeOrders: new Counter({ name: 'portico_acme_orders_total', help: 'ACME certificate orders, by result.', labelNames: ['result'] as const, registers: [registry] }),
     domainChecks: new Counter({ name: 'portico_domain_checks_total', help: 'DNS checks of domains (automatic and on request), by result: pass, fail (a record is missing or wrong), error (DNS did not answer).', labelNames: ['result'] as const, registers: [registry] }),
     acmeOrderDuration: new Histogram({ name: 'portico_acme_order_duration_seconds', help: 'Time to obtain a certificate.', buckets: [0.5, 1, 2, 5, 10, 30, 60, 120], registers: [registry] }),

@@ -183,7 +183,7 @@ t.test('more kinds of problems, still all reported together', async (t) => {
     /^https\.port \(PORTICO_HTTPS_PORT\) must be a port number 0–65535, got 70000$/,
     /^https\.publicPort \(PORTICO_PUBLIC_HTTPS_PORT\) must be a port number 0–65535, got "-1"$/,
     /^metrics\.port \(PORTICO_METRICS_PORT\) must be a port number 0–65535, got "80\.5"$/,
-    /^redis\.url \(PORTICO_REDIS_URL\) must be a redis: or rediss: URL/,
+    /^redis\.url \(PORTICO_REDIS_URL\) must be one of redis:\/\/\[user:password@\]host:port/,
     /^platform\.domain \(PORTICO_PLATFORM_DOMAIN\) must be a hostname/,
     /^acme\.directory \(PORTICO_ACME_DIRECTORY\) must be a URL/,
     /^proxyProtocol \(PORTICO_PROXY_PROTOCOL\) must be true or false, got "maybe"$/,

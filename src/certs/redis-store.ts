@@ -15,7 +15,8 @@ const EXPIRY = 'portico:cert-expiry';
 const VALIDITY = 'portico:cert-validity';
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 
-export function openRedisCertStores(client: Redis, directoryUrl: string): CertStores {
+// `acknowledge` waits for replicas after a certificate is stored (redis-connect.ts, DESIGN §8)
+export function openRedisCertStores(client: Redis, directoryUrl: string, acknowledge: () => Promise<void> = async () => undefined): CertStores {
   client.defineCommand('porticoRelease', { numberOfKeys: 1, lua: RELEASE });
   const release = (client as unknown as { porticoRelease(key: string, token: string): Promise<number> }).porticoRelease.bind(client);
   const call = async <T>(run: () => Promise<T>): Promise<T> => {
@@ -43,9 +44,11 @@ export function openRedisCertStores(client: Redis, directoryUrl: string): CertSt
             .zadd(EXPIRY, Date.parse(notAfter), hostname)
             .exec(),
         );
+        await acknowledge();
       },
       remove: async (hostname) => {
         await call(() => client.multi().del(`portico:cert:${hostname}`).hdel(VALIDITY, hostname).zrem(RENEWAL, hostname).zrem(EXPIRY, hostname).exec());
+        await acknowledge();
       },
       due: async (until) => {
         const hostnames = await call(() => client.zrangebyscore(RENEWAL, '-inf', until));
@@ -98,6 +101,7 @@ export function openRedisCertStores(client: Redis, directoryUrl: string): CertSt
       save: async (pem) => {
         // first writer wins: two instances creating an account at once keep one key
         await call(() => client.set(accountKey, pem, 'NX'));
+        await acknowledge();
       },
     },
   };

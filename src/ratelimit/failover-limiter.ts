@@ -8,7 +8,7 @@ export interface FailoverOptions {
   /** how long Redis is not called at all after a failure; default 1000 */
   breakerMs?: number;
   onRedisState?(up: boolean): void;
-  onCommandError?(): void;
+  onCommandError?(err: unknown): void;
 }
 
 export type RedisDownError = Error & { code: 'REDIS_DOWN' };
@@ -48,7 +48,7 @@ export class FailoverLimiter implements RateLimiter {
       if (probe) this.#close();
       return decision;
     } catch (err) {
-      this.#trip();
+      this.#trip(err);
       return this.#withoutRedis(subject, limit, ban, nowMs, err);
     } finally {
       if (probe) this.#probing = false;
@@ -59,9 +59,9 @@ export class FailoverLimiter implements RateLimiter {
     await Promise.all([this.#primary.close(), this.#local.close()]);
   }
 
-  #trip(): void {
+  #trip(err: unknown): void {
     this.#openUntil = performance.now() + this.#breakerMs;
-    this.#opts.onCommandError?.();
+    this.#opts.onCommandError?.(err);
     if (this.#up) {
       this.#up = false;
       this.#opts.onRedisState?.(false);

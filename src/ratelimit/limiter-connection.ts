@@ -101,6 +101,30 @@ export class LimiterConnection {
     });
   }
 
+  /**
+   * The same as run(), for a call redirected here (limiter-nodes.ts): it keeps the first attempt's
+   * `deadline`, and with `asking` goes after an ASKING (a Cluster slot being migrated to this node).
+   */
+  retry(args: string, argCount: number, deadline: number, asking: boolean): Promise<Reply> {
+    return new Promise<Reply>((resolve, reject) => {
+      if (this.#state === 'closed') return reject(connectionError('the limiter connection is closed'));
+      if (this.#state === 'idle') this.#connect();
+      if (asking) {
+        this.#queue.push({ args: null, argCount: 0, deadline: Infinity, settled: false, resolve: () => undefined, reject: () => undefined });
+        this.#write('*1\r\n$6\r\nASKING\r\n');
+      }
+      this.#queue.push({ args, argCount, deadline, settled: false, resolve, reject });
+      this.#write(`*${argCount + 2}\r\n${this.#evalsha}${args}`);
+      const timeout = deadline - performance.now();
+      if (this.#timer === null && this.#check === null && Number.isFinite(timeout)) this.#arm(Math.max(1, timeout));
+    });
+  }
+
+  /** false once the socket closed or was never opened: calls would wait for a reconnect */
+  get ready(): boolean {
+    return this.#state === 'ready';
+  }
+
   close(): void {
     if (this.#state === 'closed') return;
     this.#state = 'closed';

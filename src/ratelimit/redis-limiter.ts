@@ -5,7 +5,10 @@ import type { ConnectionOptions } from 'node:tls';
 import type { Redis } from 'ioredis';
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
 import { LIMITER_SCRIPT } from './limiter-script.ts';
+import { keySlot } from '../state/redis-slot.ts';
+import type { RedisConnections } from '../state/redis-connect.ts';
 import { LimiterConnection } from './limiter-connection.ts';
+import { LimiterNodes } from './limiter-nodes.ts';
 import { bulk, type Reply } from './resp.ts';
 import { bannedDecision, windowDecision, windowsAt } from './windows.ts';
 
@@ -24,24 +27,55 @@ interface LimitArgs {
   text: string;
 }
 
+/** one connection to one server, or one per primary (Sentinel, Cluster: limiter-nodes.ts) */
+type Route = (slot: number, args: string, argCount: number) => Promise<Reply>;
+
 export class RedisLimiter implements RateLimiter {
-  #connection: LimiterConnection;
+  #run: Route;
+  #close: () => void;
   // subject → ban end (ms). A banned client that keeps hammering is answered here, without a Redis
   // round trip, until its ban ends. Measured on this process's clock, Redis's TIME set the end:
   // skew between the two only moves the moment the next request goes to Redis again.
   #bans = new Map<string, number>();
   #sweepBansAt = 1024;
-  // subject → the RESP of numkeys and its three keys: the same few subjects call again and again
-  #keys = new Map<string, string>();
+  // subject → the RESP of numkeys and its three keys, and their slot: the same few subjects call again and again
+  #keys = new Map<string, { text: string; slot: number }>();
   #limitArgs = new WeakMap<Limit, LimitArgs>();
 
   // The client belongs to the caller (it is shared with the stores), so close() leaves it open. The
-  // limiter makes its own connection to the same server with the client's options (see
-  // limiter-connection.ts for why), bounds each call by the client's commandTimeout, and closes that
-  // connection with close() or when the client ends.
-  constructor(client: Redis) {
+  // limiter makes its own connections (see limiter-connection.ts for why): with a plain client, to the
+  // same server with the client's options; with the connections of redis-connect.ts, to the primary
+  // ioredis names for each call's slot (limiter-nodes.ts). Each call is bounded by the client's
+  // commandTimeout; the connections close with close() or when the client ends.
+  constructor(redis: Redis | RedisConnections) {
+    if ('primaryFor' in redis && typeof redis.primaryFor === 'function') {
+      const { auth, options } = redis;
+      const connectionOptions = {
+        username: auth.username,
+        password: auth.password,
+        db: auth.db || undefined,
+        tls: auth.tls || undefined,
+        connectTimeoutMs: Math.max(options.commandTimeoutMs, 1000),
+        commandTimeoutMs: options.commandTimeoutMs,
+        connectionName: 'portico-limiter',
+      };
+      if (redis.mode === 'standalone') {
+        // one server: no topology to follow, so no retry path on the way of every call
+        const address = redis.primaryFor(0)!;
+        const connection = new LimiterConnection({ ...connectionOptions, host: address.host, port: address.port }, LIMITER_SCRIPT);
+        this.#run = (_slot, args, argCount) => connection.run(args, argCount);
+        this.#close = () => connection.close();
+      } else {
+        const nodes = new LimiterNodes(redis, connectionOptions, LIMITER_SCRIPT);
+        this.#run = (slot, args, argCount) => nodes.run(slot, args, argCount);
+        this.#close = () => nodes.close();
+      }
+      redis.client.once('end', () => this.#close());
+      return;
+    }
+    const client = redis as Redis;
     const o = client.options;
-    this.#connection = new LimiterConnection({
+    const connection = new LimiterConnection({
       host: o.host,
       port: o.port,
       path: (o as { path?: string }).path,
@@ -55,7 +89,9 @@ export class RedisLimiter implements RateLimiter {
       commandTimeoutMs: o.commandTimeout,
       connectionName: o.connectionName ? `${o.connectionName}-limiter` : undefined,
     }, LIMITER_SCRIPT);
-    client.once('end', () => this.#connection.close());
+    this.#run = (_slot, args, argCount) => connection.run(args, argCount);
+    this.#close = () => connection.close();
+    client.once('end', () => connection.close());
   }
 
   async consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number): Promise<Decision> {
@@ -68,8 +104,9 @@ export class RedisLimiter implements RateLimiter {
       }
     }
 
-    const args = this.#keysOf(subject) + (nowMs === undefined ? NOW_FROM_REDIS : bulk(String(Math.floor(nowMs)))) + this.#limitArgsOf(limit, ban);
-    const [code, minuteUsed, dayUsed, now, banEndMs] = replyOf(await this.#connection.run(args, ARG_COUNT));
+    const keys = this.#keysOf(subject);
+    const args = keys.text + (nowMs === undefined ? NOW_FROM_REDIS : bulk(String(Math.floor(nowMs)))) + this.#limitArgsOf(limit, ban);
+    const [code, minuteUsed, dayUsed, now, banEndMs] = replyOf(await this.#run(keys.slot, args, ARG_COUNT));
 
     if (code === BANNED) {
       this.#rememberBan(subject, banEndMs);
@@ -84,16 +121,17 @@ export class RedisLimiter implements RateLimiter {
     return decision;
   }
 
-  #keysOf(subject: string): string {
-    let text = this.#keys.get(subject);
-    if (text === undefined) {
-      const base = `portico:rl:{${escapeTag(subject)}}:`;
-      text = bulk('3') + bulk(base + 'ban') + bulk(base + 'ref') + bulk(base);
+  #keysOf(subject: string): { text: string; slot: number } {
+    let keys = this.#keys.get(subject);
+    if (keys === undefined) {
+      const tag = escapeTag(subject);
+      const base = `portico:rl:{${tag}}:`;
+      keys = { text: bulk('3') + bulk(base + 'ban') + bulk(base + 'ref') + bulk(base), slot: keySlot(tag) };
       // anonymous callers are counted per IP: drop the oldest subject rather than grow without bound
       if (this.#keys.size >= SUBJECTS_MAX) this.#keys.delete(this.#keys.keys().next().value!);
-      this.#keys.set(subject, text);
+      this.#keys.set(subject, keys);
     }
-    return text;
+    return keys;
   }
 
   #limitArgsOf(limit: Limit, ban: BanPolicy): string {
@@ -107,7 +145,7 @@ export class RedisLimiter implements RateLimiter {
 
   async close(): Promise<void> {
     this.#bans.clear();
-    this.#connection.close();
+    this.#close();
   }
 
   #rememberBan(subject: string, banEndMs: number): void {

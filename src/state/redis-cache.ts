@@ -3,6 +3,10 @@
 //   answering, so under steady traffic no request waits for that read.
 // - Concurrent misses for one id share one read.
 // - While Redis is away (the read fails), the last value this instance saw keeps answering.
+// - markStale (a change notice for a list or an account, a reconnect): the entry is read again at its
+//   next use instead of being dropped, so an outage that starts right after a notice still finds a
+//   value to answer with; with `fallback` false (a key after a reconnect: it may have been revoked)
+//   it no longer answers when that read fails.
 // - Every invalidation (delete, clear: a change notice, a reconnect) moves `version`: a read that
 //   started before it neither fills the cache nor is shared with requests made after it, so a
 //   revoked key or a changed plan is never put back by a read that was already in flight.
@@ -17,6 +21,8 @@ interface Cached<T> {
   at: number;
   /** resolves to `value`: a hit hands it out instead of making a new promise */
   answer: Promise<T>;
+  /** may answer when a read fails */
+  fallback: boolean;
 }
 
 /** runs one Redis read, turning a failure into STATE_UNAVAILABLE (redis.ts's `call`) */
@@ -41,6 +47,20 @@ export class Cache<K, T> extends Map<K, Cached<T>> {
     return super.delete(id);
   }
 
+  /** read `id` again at its next use; until then it answers only when that read fails and `fallback` */
+  markStale(id: K, fallback: boolean): void {
+    this.version++;
+    this.loading.delete(id);
+    const cached = this.get(id);
+    if (cached) super.set(id, { ...cached, at: -Infinity, fallback: cached.fallback && fallback });
+  }
+
+  markAllStale(fallback: boolean): void {
+    this.version++;
+    this.loading.clear();
+    for (const [id, cached] of this) super.set(id, { ...cached, at: -Infinity, fallback: cached.fallback && fallback });
+  }
+
   override clear(): void {
     this.version++;
     this.loading.clear();
@@ -59,7 +79,9 @@ export class Cache<K, T> extends Map<K, Cached<T>> {
       }
     }
     return this.loadInto(id, load).catch((err: unknown) => {
-      if (cached) return cached.value;
+      // the newest copy this instance has now: one dropped meanwhile (a revoked key) must not answer
+      const newest = this.get(id);
+      if (newest?.fallback) return newest.value;
       throw err;
     });
   }
@@ -73,7 +95,7 @@ export class Cache<K, T> extends Map<K, Cached<T>> {
         if (this.loading.get(id)?.promise === promise) this.loading.delete(id);
         if (this.version === version) {
           if (!this.has(id) && this.size >= CACHE_MAX) this.evictOldest();
-          this.set(id, { value, at: this.now(), answer: Promise.resolve(value) });
+          this.set(id, { value, at: this.now(), answer: Promise.resolve(value), fallback: true });
         }
         return value;
       },

@@ -56,7 +56,8 @@ const eventsKey = (hostname: string) => `portico:domain-events:${hostname}`;
 
 type Call = <T>(run: () => Promise<T>) => Promise<T>;
 
-export function openRedisDomainStores(client: Redis, call: Call): { projects: ProjectStore; domains: DomainStore; routeIndex: RedisRouteIndex } {
+// `write` runs an acknowledged write: it waits for replicas after it (redis-connect.ts)
+export function openRedisDomainStores(client: Redis, call: Call, write: Call = call): { projects: ProjectStore; domains: DomainStore; routeIndex: RedisRouteIndex } {
   // a removed domain must not get its certificate state back from a late writer
   client.defineCommand('porticoSetIfExists', { numberOfKeys: 3, lua: SET_IF_EXISTS });
   client.defineCommand('porticoSetRoute', { numberOfKeys: 3, lua: SET_ROUTE });
@@ -95,7 +96,7 @@ export function openRedisDomainStores(client: Redis, call: Call): { projects: Pr
       create: async (project) => {
         const claimed = await call(() => client.set(`portico:project-name:${project.name}`, project.id, 'NX'));
         if (claimed === null) return 'name_taken';
-        await call(() => client.multi().set(`portico:project:${project.id}`, JSON.stringify(project)).sadd('portico:projects', project.id).exec());
+        await write(() => client.multi().set(`portico:project:${project.id}`, JSON.stringify(project)).sadd('portico:projects', project.id).exec());
         return null;
       },
       get: (id) => readJson<Project>(`portico:project:${id}`),
@@ -106,7 +107,7 @@ export function openRedisDomainStores(client: Redis, call: Call): { projects: Pr
         return texts.filter((t): t is string => t !== null).map((t) => JSON.parse(t) as Project).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
       },
       update: async (project) => {
-        const done = await call(() => client.set(`portico:project:${project.id}`, JSON.stringify(project), 'XX'));
+        const done = await write(() => client.set(`portico:project:${project.id}`, JSON.stringify(project), 'XX'));
         return done === null ? null : project;
       },
     },
@@ -117,7 +118,7 @@ export function openRedisDomainStores(client: Redis, call: Call): { projects: Pr
         return (await readDomains(hostnames)).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
       },
       setCertificate: async (hostname, certificate, event) => {
-        await call(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), JSON.stringify(certificate), event ? JSON.stringify(event) : ''));
+        await write(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), JSON.stringify(certificate), event ? JSON.stringify(event) : ''));
       },
       appendEvent: async (hostname, event) => {
         await call(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), '', JSON.stringify(event)));
@@ -137,12 +138,12 @@ export function openRedisDomainStores(client: Redis, call: Call): { projects: Pr
         if (earlier?.accountId === domain.accountId) timeline.persist(eventsKey(domain.hostname));
         else timeline.del(eventsKey(domain.hostname));
         if (event) timeline.rpush(eventsKey(domain.hostname), JSON.stringify(event)).ltrim(eventsKey(domain.hostname), -MAX_DOMAIN_EVENTS, -1);
-        await call(() => timeline.porticoSetStatus(...STATUS_KEYS, domain.hostname, domain.status).sadd(`portico:project:${domain.projectId}:domains`, domain.hostname).exec());
+        await write(() => timeline.porticoSetStatus(...STATUS_KEYS, domain.hostname, domain.status).sadd(`portico:project:${domain.projectId}:domains`, domain.hostname).exec());
         return null;
       },
       update: async (domain, event) => {
         const route = routeOf(domain);
-        const done = await call(() =>
+        const done = await write(() =>
           scripts.porticoUpdateDomain(`portico:domain:${domain.hostname}`, ...SET_ROUTE_KEYS, ...STATUS_KEYS, eventsKey(domain.hostname), JSON.stringify(domain), domain.hostname, route ? JSON.stringify(route) : '', domain.status, event ? JSON.stringify(event) : ''),
         );
         if (done === 0) return null;
@@ -154,7 +155,7 @@ export function openRedisDomainStores(client: Redis, call: Call): { projects: Pr
         if (!domain) return null;
         const timeline = multi();
         if (event) timeline.rpush(eventsKey(hostname), JSON.stringify(event)).ltrim(eventsKey(hostname), -MAX_DOMAIN_EVENTS, -1);
-        await call(() =>
+        await write(() =>
           timeline
             .porticoSetRoute(...SET_ROUTE_KEYS, hostname, '')
             .porticoSetStatus(...STATUS_KEYS, hostname, '')

@@ -4,13 +4,20 @@
 // once, every cache is flushed when the subscriber reconnects, and entries live at most 60 s.
 // When Redis cannot be reached, reads fall back to the last data this instance saw (DESIGN §4,
 // `onRedisDown: local`); writes reject with code STATE_UNAVAILABLE.
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { connectRedis as connectTopology, type RedisConnectOptions, type RedisConnections } from './redis-connect.ts';
+import { parseRedisUrl } from './redis-url.ts';
 import { stateUnavailable, type Account, type ApiKey, type Category, type Environment, type Stores } from './types.ts';
 import { openRedisDomainStores } from './redis-domains.ts';
 import { Cache } from './redis-cache.ts';
 
 const CHANNEL = 'portico:invalidate';
 const SUSPECT_MS = 2_000;
+/** keys read again at once after a reconnect; the others at their next use */
+const KEYS_REREAD_AT_ONCE = 1000;
+const ROUTE_RETRY_MS = 1000;
+/** a route notice is followed for about a day of Redis being unreachable; a reconnect reloads all anyway */
+const ROUTE_RETRIES = 86_400;
 const READY_WAIT_MS = 5_000;
 
 // Cap check, id assignment and write in one atomic step: ids are never reused, the cap never overshot.
@@ -32,33 +39,17 @@ text = cjson.encode(key)
 redis.call('SET', KEYS[1], text)
 return text`;
 
-export interface RedisConnections {
-  client: Redis;
-  subscriber: Redis;
-  /** when any user of the client (stores, limiter) last saw a command fail; why it last lost its connection */
-  health: { failedAt: number; connectionError?: Error };
+export type { RedisConnections } from './redis-connect.ts';
+
+/** Connects in the topology `url` names (redis-url.ts); a number is the command timeout alone. */
+export function connectRedis(url: string, options: number | RedisConnectOptions): RedisConnections {
+  const target = parseRedisUrl(url);
+  if (target instanceof Error) throw new Error(`PORTICO_REDIS_URL ${target.message}`);
+  return connectTopology(target, typeof options === 'number' ? { commandTimeoutMs: options } : options);
 }
 
-export function connectRedis(url: string, commandTimeoutMs: number): RedisConnections {
-  const options = {
-    enableAutoPipelining: true,
-    // a dead Redis must fail requests at once, not queue them
-    enableOfflineQueue: false,
-    commandTimeout: commandTimeoutMs,
-    maxRetriesPerRequest: 0,
-    retryStrategy: (attempt: number) => Math.min(50 * attempt, 1000),
-    lazyConnect: false,
-  };
-  const client = new Redis(url, { ...options, connectionName: 'portico' });
-  const subscriber = new Redis(url, { ...options, enableOfflineQueue: true, commandTimeout: undefined, connectionName: 'portico-sub' });
-  // errors are reported through health(), metrics and request outcomes; without a listener ioredis logs them
-  const health: RedisConnections['health'] = { failedAt: -Infinity };
-  client.on('error', (err: Error) => void (health.connectionError = err));
-  subscriber.on('error', () => undefined);
-  return { client, subscriber, health };
-}
-
-export async function openRedisStores({ client, subscriber, health }: RedisConnections, now: () => number = Date.now): Promise<Stores> {
+export async function openRedisStores(connections: RedisConnections, now: () => number = Date.now): Promise<Stores> {
+  const { client, subscriber, health } = connections;
   client.defineCommand('porticoCreateCategory', { numberOfKeys: 2, lua: CREATE_CATEGORY });
   client.defineCommand('porticoRevokeKey', { numberOfKeys: 1, lua: REVOKE_KEY });
   const scripts = client as unknown as {
@@ -74,33 +65,58 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
       return await run();
     } catch (err) {
       health.failedAt = now();
+      connections.reportError(err);
       // not connected: ioredis says only that the stream isn't writeable; the connection's own error
       // (refused, an untrusted certificate, a wrong password) is the reason worth reporting
       throw stateUnavailable(client.status !== 'ready' && health.connectionError ? health.connectionError : err);
     }
   };
-  const { projects, domains, routeIndex } = openRedisDomainStores(client, call);
+  // an acknowledged write waits for replicas (DESIGN §8), on the connection that made it
+  const write = async <T>(run: () => Promise<T>): Promise<T> => {
+    const result = await call(run);
+    await connections.acknowledge();
+    return result;
+  };
+  const { projects, domains, routeIndex } = openRedisDomainStores(client, call, write);
   const keyCache = new Cache<string, ApiKey | null>(call, now);
   const categoryLists = new Cache<Environment, Category[]>(call, now);
   const accountCache = new Cache<string, Account | null>(call, now);
 
+  const findByHash = (hash: string): Promise<ApiKey | null> =>
+    keyCache.read(hash, async () => {
+      const id = await client.get(`portico:keyhash:${hash}`);
+      const text = id === null ? null : await client.get(`portico:key:${id}`);
+      return text === null ? null : (JSON.parse(text) as ApiKey);
+    });
+
   const handlers: Array<(topic: string) => void> = [];
+  // Notices may have been missed: every cached entry is read again before it answers. Lists and
+  // accounts keep answering from the old copy if that read fails (a missed change is at worst an older
+  // list or plan); a key must not (it may have been revoked meanwhile), so the keys in use are read
+  // again at once, and until then a failed read is a failure.
   const flush = () => {
-    keyCache.clear();
-    categoryLists.clear();
-    accountCache.clear();
+    keyCache.markAllStale(false);
+    categoryLists.markAllStale(true);
+    accountCache.markAllStale(true);
+    let n = 0;
+    for (const hash of keyCache.keys()) {
+      if (++n > KEYS_REREAD_AT_ONCE) break;
+      findByHash(hash).catch(() => undefined);
+    }
     // a failed reload keeps the index it had; the next notice or reconnect tries again
     routeIndex.reload().catch(() => undefined);
     for (const handler of handlers) handler('*');
   };
   subscriber.on('message', (_channel: string, message: string) => {
     const [kind, id] = splitOnce(message);
+    // a changed key is dropped (a revoked one must never answer again); a changed list or account is
+    // read again at its next use, and answers from its old copy only while Redis cannot be reached
     if (kind === 'key') keyCache.delete(id);
-    else if (kind === 'categories') categoryLists.delete(id as Environment);
-    else if (kind === 'account') accountCache.delete(id);
+    else if (kind === 'categories') categoryLists.markStale(id as Environment, true);
+    else if (kind === 'account') accountCache.markStale(id, true);
     else if (kind === 'domain' || kind === 'project') {
       // the routing index first (its own read), then whoever else follows the domain
-      if (kind === 'domain') routeIndex.refresh(id).catch(() => undefined);
+      if (kind === 'domain') refreshRoute(id, 0);
       for (const handler of handlers) handler(message);
     } else flush();
   });
@@ -113,6 +129,14 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
   await routeIndex.load();
 
   const publish = (message: string) => client.publish(CHANNEL, message).catch(() => undefined);
+  // A route that could not be read after its notice is taken out of the index (it may be a removal)
+  // and read again until that works: a removed domain or redirect never answers from an old copy.
+  function refreshRoute(hostname: string, attempt: number): void {
+    routeIndex.refresh(hostname).catch(() => {
+      routeIndex.applyLocal(hostname, null);
+      if (attempt < ROUTE_RETRIES) setTimeout(() => refreshRoute(hostname, attempt + 1), ROUTE_RETRY_MS).unref();
+    });
+  }
   const readJson = async <T>(key: string): Promise<T | null> => {
     const text = await call(() => client.get(key));
     return text === null ? null : (JSON.parse(text) as T);
@@ -127,7 +151,7 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
   return {
     accounts: {
       create: async (account) => {
-        await call(() => client.set(`portico:account:${account.id}`, JSON.stringify(account)));
+        await write(() => client.set(`portico:account:${account.id}`, JSON.stringify(account)));
       },
       get: (id) =>
         accountCache.read(id, async () => {
@@ -135,7 +159,7 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
           return text === null ? null : (JSON.parse(text) as Account);
         }),
       update: async (account) => {
-        const done = await call(() => client.set(`portico:account:${account.id}`, JSON.stringify(account), 'XX'));
+        const done = await write(() => client.set(`portico:account:${account.id}`, JSON.stringify(account), 'XX'));
         if (done === null) return null;
         accountCache.delete(account.id);
         await publish(`account:${account.id}`);
@@ -144,19 +168,14 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
     },
     keys: {
       create: async (key) => {
-        await call(() => client.multi().set(`portico:key:${key.id}`, JSON.stringify(key)).set(`portico:keyhash:${key.hash}`, key.id).exec());
+        await write(() => client.multi().set(`portico:key:${key.id}`, JSON.stringify(key)).set(`portico:keyhash:${key.hash}`, key.id).exec());
         // another instance may hold "unknown" for this hash
         await publish(`key:${key.hash}`);
       },
       get: (id) => readJson<ApiKey>(`portico:key:${id}`),
-      findByHash: (hash) =>
-        keyCache.read(hash, async () => {
-          const id = await client.get(`portico:keyhash:${hash}`);
-          const text = id === null ? null : await client.get(`portico:key:${id}`);
-          return text === null ? null : (JSON.parse(text) as ApiKey);
-        }),
+      findByHash,
       revoke: async (id, at) => {
-        const text = await call(() => scripts.porticoRevokeKey(`portico:key:${id}`, at));
+        const text = await write(() => scripts.porticoRevokeKey(`portico:key:${id}`, at));
         if (!text) return null;
         const revoked = JSON.parse(text) as ApiKey;
         keyCache.delete(revoked.hash);
@@ -177,7 +196,7 @@ export async function openRedisStores({ client, subscriber, health }: RedisConne
         }
       },
       create: async (environment, fields, cap) => {
-        const id = await call(() =>
+        const id = await write(() =>
           scripts.porticoCreateCategory(
             `portico:categories:${environment}`,
             `portico:categories:${environment}:seq`,

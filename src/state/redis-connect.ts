@@ -1,0 +1,159 @@
+// Connects to Redis in the topology PORTICO_REDIS_URL names (redis-url.ts). ioredis does the topology
+// itself: for Sentinel it asks the sentinels for the primary and follows failovers (also through their
+// +switch-master notices); for Cluster it keeps the slot map, follows MOVED/ASK and re-subscribes
+// pub/sub when a node goes away.
+//
+// Key layout on a Cluster: every state key is prefixed with the hash tag `{portico}:` (ioredis's
+// keyPrefix), so all of them live in one slot. Every script and MULTI the stores run therefore works
+// unchanged, and listings (the domain index, the renewal schedule, the project list) are one key or one
+// hash: none needs a scan over every primary. State is small and changes rarely; what takes every
+// request, the rate-limit counters, carries one tag per account (`portico:rl:{<subject>}:…`) and is
+// spread over every primary. One server and Sentinel keep the unprefixed names, so existing data stays.
+import { Cluster, Command, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { keySlot } from './redis-slot.ts';
+import type { RedisAddress, RedisMode, RedisTarget } from './redis-url.ts';
+import { errorKind, type RedisErrorKind } from './redis-errors.ts';
+
+/** the hash tag of every state key on a Cluster */
+export const CLUSTER_KEY_PREFIX = '{portico}:';
+const STATE_SLOT = keySlot(CLUSTER_KEY_PREFIX);
+
+export interface RedisConnectOptions {
+  commandTimeoutMs: number;
+  /** replicas that must confirm an acknowledged write; null: 1 on Sentinel and Cluster, 0 on one server */
+  replicasToAck?: number | null;
+  replicaAckTimeoutMs?: number;
+  onCommandError?(kind: RedisErrorKind): void;
+  onUnreplicatedWrite?(): void;
+}
+
+export interface RedisConnections {
+  mode: RedisMode;
+  /** A Cluster offers the same commands as one server; the stores are typed against Redis and serve both. */
+  client: Redis;
+  subscriber: Redis;
+  /** when any user of the client (stores, limiter) last saw a command fail; why it last lost its connection */
+  health: { failedAt: number; connectionError?: Error };
+  /** the primary a limiter call on `slot` goes to now, from ioredis's view; null while it has none */
+  primaryFor(slot: number): RedisAddress | null;
+  /** asks ioredis to look at the topology again (a MOVED, a READONLY, a lost node) */
+  refreshTopology(): void;
+  /** after a write on the client: WAIT for replicas (§8); an unconfirmed write is counted, never refused */
+  acknowledge(): Promise<void>;
+  /** credentials and TLS for a connection of the limiter's own */
+  auth: { username?: string; password?: string; db: number; tls: boolean };
+  reportError(err: unknown): void;
+  options: RedisConnectOptions;
+}
+
+export function connectRedis(target: RedisTarget, options: RedisConnectOptions): RedisConnections {
+  const { commandTimeoutMs } = options;
+  const replicasToAck = options.replicasToAck ?? (target.mode === 'standalone' ? 0 : 1);
+  const ackTimeoutMs = options.replicaAckTimeoutMs ?? 200;
+  const common = {
+    enableAutoPipelining: true,
+    // a dead Redis must fail requests at once, not queue them
+    enableOfflineQueue: false,
+    // WAIT blocks up to its own timeout: a command must be allowed to outlast it
+    commandTimeout: commandTimeoutMs + (replicasToAck > 0 ? ackTimeoutMs : 0),
+    maxRetriesPerRequest: 0,
+    lazyConnect: false,
+    username: target.username,
+    password: target.password,
+    tls: target.tls ? {} : undefined,
+  };
+  const retryStrategy = (attempt: number) => Math.min(50 * attempt, 1000);
+  // an old primary that came back as a replica answers writes with READONLY: reconnect, which asks
+  // the sentinels again
+  const reconnectOnError = (err: Error) => err.message.startsWith('READONLY');
+  const health: RedisConnections['health'] = { failedAt: -Infinity };
+
+  let client: Redis;
+  let subscriber: Redis;
+  if (target.mode === 'cluster') {
+    const make = (name: string, offline: boolean) =>
+      new Cluster(target.addresses, {
+        enableAutoPipelining: true,
+        enableOfflineQueue: offline,
+        keyPrefix: CLUSTER_KEY_PREFIX,
+        // a redirect or a failover is retried a few times, each command still bounded by commandTimeout
+        maxRedirections: 6,
+        retryDelayOnFailover: 50,
+        retryDelayOnClusterDown: 100,
+        retryDelayOnTryAgain: 20,
+        retryDelayOnMoved: 0,
+        slotsRefreshTimeout: 1000,
+        clusterRetryStrategy: retryStrategy,
+        // TLS certificates name the hosts as given; ioredis would otherwise resolve them first
+        dnsLookup: (address, callback) => callback(null, address),
+        redisOptions: { ...common, connectionName: name, commandTimeout: offline ? undefined : common.commandTimeout } as ClusterOptions['redisOptions'],
+      } satisfies ClusterOptions) as unknown as Redis;
+    client = make('portico', false);
+    subscriber = make('portico-sub', true);
+  } else {
+    const where: RedisOptions =
+      target.mode === 'sentinel'
+        ? {
+            sentinels: target.addresses,
+            name: target.name,
+            // +switch-master from the sentinels moves the connection at once instead of at its next failure
+            failoverDetector: true,
+            sentinelCommandTimeout: Math.max(commandTimeoutMs, 500),
+            sentinelRetryStrategy: retryStrategy,
+            enableTLSForSentinelMode: target.tls,
+            sentinelTLS: target.tls ? {} : undefined,
+          }
+        : { host: target.addresses[0].host, port: target.addresses[0].port };
+    const base = { ...common, ...where, db: target.db, retryStrategy, reconnectOnError };
+    client = new Redis({ ...base, connectionName: 'portico' });
+    subscriber = new Redis({ ...base, enableOfflineQueue: true, commandTimeout: undefined, connectionName: 'portico-sub' });
+  }
+  // errors are reported through health(), metrics and request outcomes; without a listener ioredis logs them
+  client.on('error', (err: Error) => void (health.connectionError = err));
+  subscriber.on('error', () => undefined);
+
+  const cluster = target.mode === 'cluster' ? (client as unknown as Cluster) : null;
+
+  const primaryFor = (slot: number): RedisAddress | null => {
+    if (cluster) {
+      const key = cluster.slots[slot]?.[0];
+      if (!key) return null;
+      const at = key.lastIndexOf(':');
+      return { host: key.slice(0, at), port: Number(key.slice(at + 1)) };
+    }
+    if (target.mode === 'standalone') return target.addresses[0];
+    // Sentinel: the primary is where ioredis's connection is, once it is ready there
+    const stream = (client as unknown as { stream?: { remoteAddress?: string; remotePort?: number } }).stream;
+    if (client.status !== 'ready' || !stream?.remoteAddress || !stream.remotePort) return null;
+    return { host: stream.remoteAddress, port: stream.remotePort };
+  };
+
+  const reportError = (err: unknown) => options.onCommandError?.(errorKind(err));
+
+  const acknowledge = async (): Promise<void> => {
+    if (replicasToAck === 0) return;
+    let confirmed = 0;
+    try {
+      // WAIT must go where the write went: the node owning the state slot on a Cluster
+      const command = new Command('wait', [replicasToAck, ackTimeoutMs], { replyEncoding: 'utf8' });
+      const reply = cluster ? cluster.sendCommand(command, undefined, { slot: STATE_SLOT }) : client.sendCommand(command);
+      confirmed = Number(await (reply as Promise<unknown>));
+    } catch (err) {
+      reportError(err);
+    }
+    if (confirmed < replicasToAck) options.onUnreplicatedWrite?.();
+  };
+
+  return {
+    mode: target.mode,
+    client,
+    subscriber,
+    health,
+    primaryFor,
+    refreshTopology: () => cluster?.refreshSlotsCache(),
+    acknowledge,
+    auth: { username: target.username, password: target.password, db: target.db, tls: target.tls },
+    reportError,
+    options,
+  };
+}

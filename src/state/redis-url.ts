@@ -1,0 +1,95 @@
+// PORTICO_REDIS_URL's forms (DESIGN §8). ioredis reads `redis://` itself, but the Sentinel and
+// Cluster forms list several servers in the authority (`h:p,h:p`), which WHATWG URL parsing refuses,
+// so every form is taken apart here. User and password are kept out of every message.
+
+export type RedisMode = 'standalone' | 'sentinel' | 'cluster';
+
+export interface RedisAddress {
+  host: string;
+  port: number;
+}
+
+export interface RedisTarget {
+  mode: RedisMode;
+  tls: boolean;
+  /** standalone: one; sentinel: the sentinels; cluster: the seed nodes */
+  addresses: RedisAddress[];
+  /** sentinel: the monitored primary's name */
+  name?: string;
+  db: number;
+  username?: string;
+  password?: string;
+}
+
+export const ACCEPTED_FORMS =
+  'redis://[user:password@]host:port[/db], rediss://…, redis+sentinel://[user:password@]host:port[,host:port…]/<primary name>[/db], rediss+sentinel://…, redis+cluster://[user:password@]host:port[,host:port…] or rediss+cluster://…';
+
+const SCHEMES: Record<string, { mode: RedisMode; tls: boolean }> = {
+  redis: { mode: 'standalone', tls: false },
+  rediss: { mode: 'standalone', tls: true },
+  'redis+sentinel': { mode: 'sentinel', tls: false },
+  'rediss+sentinel': { mode: 'sentinel', tls: true },
+  'redis+cluster': { mode: 'cluster', tls: false },
+  'rediss+cluster': { mode: 'cluster', tls: true },
+};
+
+const DEFAULT_PORT: Record<RedisMode, number> = { standalone: 6379, sentinel: 26379, cluster: 6379 };
+
+/** The target, or an Error whose message names what is wrong and never the credentials. */
+export function parseRedisUrl(text: string): RedisTarget | Error {
+  const match = /^([a-z+]+):\/\/(?:([^@/]*)@)?([^/?#]*)(\/[^?#]*)?$/i.exec(text.trim());
+  const scheme = match && SCHEMES[match[1].toLowerCase()];
+  if (!match || !scheme) return new Error(`must be one of ${ACCEPTED_FORMS}; got ${JSON.stringify(redact(text))}`);
+  const [, , userinfo, authority, pathname = ''] = match;
+  const fail = (what: string) => new Error(`${what} (accepted: ${ACCEPTED_FORMS}); got ${JSON.stringify(redact(text))}`);
+
+  const addresses: RedisAddress[] = [];
+  for (const part of authority.split(',')) {
+    const address = parseAddress(part, DEFAULT_PORT[scheme.mode]);
+    if (!address) return fail(`has no valid host:port in ${JSON.stringify(part)}`);
+    addresses.push(address);
+  }
+  if (scheme.mode === 'standalone' && addresses.length !== 1) return fail('names one server (several: use redis+sentinel:// or redis+cluster://)');
+
+  const segments = pathname.split('/').filter((s) => s !== '');
+  let name: string | undefined;
+  let dbText: string | undefined;
+  if (scheme.mode === 'sentinel') {
+    if (segments.length < 1 || segments.length > 2) return fail('must name the primary: redis+sentinel://host:port,…/<primary name>[/db]');
+    [name, dbText] = [decodeURIComponent(segments[0]), segments[1]];
+  } else if (scheme.mode === 'cluster') {
+    // Redis Cluster has only database 0
+    if (segments.length > 0) return fail('takes no path: a cluster has only database 0');
+  } else {
+    if (segments.length > 1) return fail('takes at most a database number as its path');
+    dbText = segments[0];
+  }
+  const db = dbText === undefined ? 0 : Number(dbText);
+  if (!Number.isInteger(db) || db < 0 || !/^\d+$/.test(dbText ?? '0')) return fail(`has a database that is not a number: ${JSON.stringify(dbText)}`);
+
+  let username: string | undefined;
+  let password: string | undefined;
+  if (userinfo !== undefined && userinfo !== '') {
+    const at = userinfo.indexOf(':');
+    try {
+      username = decodeURIComponent(at === -1 ? userinfo : userinfo.slice(0, at)) || undefined;
+      password = at === -1 ? undefined : decodeURIComponent(userinfo.slice(at + 1)) || undefined;
+    } catch {
+      return fail('has a user or password that is not valid percent-encoding');
+    }
+  }
+  return { mode: scheme.mode, tls: scheme.tls, addresses, name, db, username, password };
+}
+
+function parseAddress(text: string, defaultPort: number): RedisAddress | null {
+  const m = /^(\[[0-9a-f:.]+\]|[a-z0-9._-]+)(?::(\d{1,5}))?$/i.exec(text);
+  if (!m) return null;
+  const port = m[2] === undefined ? defaultPort : Number(m[2]);
+  if (port < 1 || port > 65535) return null;
+  return { host: m[1].startsWith('[') ? m[1].slice(1, -1) : m[1], port };
+}
+
+/** The URL with user and password replaced, for logs and messages. */
+export function redact(text: string): string {
+  return text.replace(/^([a-z+]+:\/\/)[^@/]*@/i, (_all, scheme: string) => `${scheme}***@`);
+}

@@ -1,0 +1,232 @@
+// Real Redis topologies from Debian's redis-server, for tests and the bench (TOOLCHAIN.md, "Redis
+// topologies"): Sentinel (a primary, two replicas, three sentinels, down-after 1000 ms) and Cluster
+// (three primaries with a replica each). Primaries sync diskless at once (--repl-diskless-sync-delay 0)
+// and a topology is handed out only once every replica's link is up, so a failover can happen at once.
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import net from 'node:net';
+import { promisify } from 'node:util';
+import { freePort } from './free-port.ts';
+
+const run = promisify(execFile);
+
+export interface RedisNode {
+  port: number;
+  dir: string;
+  readonly process: ChildProcess;
+  /** SIGKILL, and wait for the exit */
+  kill(): Promise<void>;
+  /** start again on the same port and dir (a killed primary comes back; Sentinel makes it a replica) */
+  restart(): Promise<void>;
+}
+
+export interface SentinelTopology {
+  url: string;
+  name: string;
+  nodes: RedisNode[];
+  sentinels: RedisNode[];
+  /** the node the sentinels name as primary now */
+  primary(): Promise<RedisNode>;
+  stop(): Promise<void>;
+}
+
+export interface ClusterTopology {
+  url: string;
+  nodes: RedisNode[];
+  /** the primary owning `slot` now */
+  primaryOf(slot: number): Promise<RedisNode>;
+  /** node ids by port */
+  ids(): Promise<Map<number, string>>;
+  /** `redis-cli --cluster reshard` of `count` slots from one primary to another */
+  reshard(from: RedisNode, to: RedisNode, count: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function cli(port: number, ...args: string[]): Promise<string> {
+  const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { timeout: 60_000 });
+  return stdout.trim();
+}
+
+async function listening(port: number, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.once('connect', () => { socket.destroy(); resolve(true); });
+      socket.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`redis-server did not listen on ${port}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check().catch(() => false))) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function startNode(port: number, dir: string, args: string[], sentinelConf?: string): RedisNode {
+  let child: ChildProcess;
+  const launch = () => {
+    child = sentinelConf
+      ? spawn('redis-server', [sentinelConf, '--sentinel'], { stdio: 'ignore' })
+      : spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--repl-diskless-sync-delay', '0', ...args], { stdio: 'ignore' });
+  };
+  launch();
+  return {
+    port,
+    dir,
+    get process() { return child; },
+    async kill() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+    },
+    async restart() {
+      launch();
+      await listening(port);
+    },
+  };
+}
+
+/** a port whose +10000 (a cluster node's bus) is free too */
+async function clusterPort(): Promise<number> {
+  for (;;) {
+    const port = await freePort();
+    if (port >= 55536) continue;
+    const bus = await new Promise<boolean>((resolve) => {
+      const server = net.createServer().once('error', () => resolve(false)).listen(port + 10000, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+    if (bus) return port;
+  }
+}
+
+const linkUp = async (port: number) => (await cli(port, 'INFO', 'replication')).includes('master_link_status:up');
+
+export async function startSentinel({ name = 'portico' }: { name?: string } = {}): Promise<SentinelTopology> {
+  const root = mkdtempSync(path.join(tmpdir(), 'portico-sentinel-'));
+  const ports = await Promise.all([freePort(), freePort(), freePort()]);
+  const nodes: RedisNode[] = [];
+  for (const [i, port] of ports.entries()) {
+    const dir = path.join(root, `node-${i}`);
+    mkdirSync(dir);
+    nodes.push(startNode(port, dir, i === 0 ? [] : ['--replicaof', '127.0.0.1', String(ports[0])]));
+  }
+  await Promise.all(nodes.map((n) => listening(n.port)));
+  await until('replicas in sync', async () => (await Promise.all(nodes.slice(1).map((n) => linkUp(n.port)))).every(Boolean));
+  const sentinels: RedisNode[] = [];
+  for (let i = 0; i < 3; i++) {
+    const port = await freePort();
+    const dir = path.join(root, `sentinel-${i}`);
+    mkdirSync(dir);
+    const conf = path.join(dir, 'sentinel.conf');
+    writeFileSync(conf, [
+      `port ${port}`, 'bind 127.0.0.1', `dir ${dir}`,
+      `sentinel monitor ${name} 127.0.0.1 ${ports[0]} 2`,
+      `sentinel down-after-milliseconds ${name} 1000`,
+      `sentinel failover-timeout ${name} 5000`,
+      '',
+    ].join('\n'));
+    sentinels.push(startNode(port, dir, [], conf));
+  }
+  await Promise.all(sentinels.map((s) => listening(s.port)));
+  // every sentinel has found both replicas and the other sentinels
+  await until('sentinels ready', async () => {
+    for (const s of sentinels) {
+      const info = await cli(s.port, 'SENTINEL', 'MASTER', name);
+      const field = (f: string) => { const lines = info.split('\n'); return lines[lines.indexOf(f) + 1]; };
+      if (field('num-slaves') !== '2' || field('num-other-sentinels') !== '2') return false;
+    }
+    return true;
+  });
+  const byPort = (port: number) => nodes.find((n) => n.port === port)!;
+  return {
+    url: `redis+sentinel://${sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${name}`,
+    name,
+    nodes,
+    sentinels,
+    async primary() {
+      const [, port] = (await cli(sentinels[0].port, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)).split('\n');
+      return byPort(Number(port));
+    },
+    async stop() {
+      await Promise.all([...sentinels, ...nodes].map((n) => n.kill()));
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function startCluster(): Promise<ClusterTopology> {
+  const root = mkdtempSync(path.join(tmpdir(), 'portico-cluster-'));
+  const nodes: RedisNode[] = [];
+  const ports = new Set<number>();
+  while (ports.size < 6) ports.add(await clusterPort());
+  for (const port of ports) {
+    const dir = path.join(root, `node-${port}`);
+    mkdirSync(dir);
+    nodes.push(startNode(port, dir, ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000']));
+  }
+  await Promise.all(nodes.map((n) => listening(n.port)));
+  await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 });
+  await until('cluster ok', async () => (await Promise.all(nodes.map((n) => cli(n.port, 'CLUSTER', 'INFO')))).every((i) => i.includes('cluster_state:ok')));
+  const replicasUp = async () => {
+    for (const n of nodes) {
+      const info = await cli(n.port, 'INFO', 'replication');
+      if (info.includes('role:slave') && !info.includes('master_link_status:up')) return false;
+    }
+    return true;
+  };
+  await until('replicas in sync', replicasUp);
+  const byPort = (port: number) => nodes.find((n) => n.port === port)!;
+  const alive = () => nodes.find((n) => n.process.exitCode === null && n.process.signalCode === null)!;
+  const ids = async () => {
+    const out = new Map<number, string>();
+    for (const line of (await cli(alive().port, 'CLUSTER', 'NODES')).split('\n')) {
+      const [id, address] = line.split(' ');
+      out.set(Number(address.split('@')[0].split(':')[1]), id);
+    }
+    return out;
+  };
+  return {
+    url: `redis+cluster://${nodes.slice(0, 3).map((n) => `127.0.0.1:${n.port}`).join(',')}`,
+    nodes,
+    async primaryOf(slot) {
+      const slots = await clusterSlots(alive().port);
+      const range = slots.find(([from, to]) => slot >= from && slot <= to);
+      if (!range) throw new Error(`no node owns slot ${slot}`);
+      return byPort(range[2]);
+    },
+    ids,
+    async reshard(from, to, count) {
+      const known = await ids();
+      await run('redis-cli', ['--cluster', 'reshard', `127.0.0.1:${to.port}`, '--cluster-from', known.get(from.port)!, '--cluster-to', known.get(to.port)!, '--cluster-slots', String(count), '--cluster-yes'], { timeout: 120_000 });
+    },
+    async stop() {
+      await Promise.all(nodes.map((n) => n.kill()));
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
+/** [first slot, last slot, primary's port] per range, from CLUSTER NODES (ranges being migrated, `[…]`, are skipped) */
+async function clusterSlots(port: number): Promise<Array<[number, number, number]>> {
+  const out: Array<[number, number, number]> = [];
+  for (const line of (await cli(port, 'CLUSTER', 'NODES')).split('\n')) {
+    const fields = line.split(' ');
+    if (!fields[2].includes('master') || fields[2].includes('fail')) continue;
+    const nodePort = Number(fields[1].split('@')[0].split(':')[1]);
+    for (const range of fields.slice(8)) {
+      if (range.startsWith('[')) continue;
+      const [from, to = from] = range.split('-');
+      out.push([Number(from), Number(to), nodePort]);
+    }
+  }
+  return out;
+}
