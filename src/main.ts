@@ -12,7 +12,10 @@ import { MemoryLimiter } from './ratelimit/memory-limiter.ts';
 import { ensureFallbackCertificate } from './certs/fallback.ts';
 import { loadOrCreateToken } from './admin/token.ts';
 import { openFileCertStores } from './certs/file-store.ts';
-import { createCertificateManager, type CertificateManager, type Issuer } from './certs/manager.ts';
+import { createCertificateManager, type CertificateManager } from './certs/manager.ts';
+import { createIssuing, type IssuingState } from './certs/issuing.ts';
+import { openFileCaLimits } from './certs/ca-limits-file.ts';
+import { openFileOrderQueue } from './certs/order-queue.ts';
 import type { CertStores } from './certs/types.ts';
 import { createOcspStapler } from './certs/ocsp.ts';
 import { fileTicketKeys, redisTicketKeys, rotateTicketKeys, type TicketKeySource } from './certs/ticket-keys.ts';
@@ -70,17 +73,20 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   // 1. state: Redis when configured (shared), else the embedded log in the data dir
   let stores: Stores;
   let certStores: CertStores;
+  let issuingState: IssuingState;
   let ticketKeys: TicketKeySource;
   let limiter: RateLimiter;
   let redisState: Shared['redisState'];
   let redisMode: RedisMode | null = null;
   if (config.redis.url) {
     // the Redis backends, and ioredis (~0.17 s to load), only when state is shared
-    const [{ connectRedis, openRedisStores }, { openRedisCertStores }, { RedisLimiter }, { FailoverLimiter }] = await Promise.all([
+    const [{ connectRedis, openRedisStores }, { openRedisCertStores }, { RedisLimiter }, { FailoverLimiter }, { openRedisCaLimits }, { openRedisOrderQueue }] = await Promise.all([
       import('./state/redis.ts'),
       import('./certs/redis-store.ts'),
       import('./ratelimit/redis-limiter.ts'),
       import('./ratelimit/failover-limiter.ts'),
+      import('./certs/ca-limits-redis.ts'),
+      import('./certs/order-queue.ts'),
     ]);
     const connections = connectRedis(config.redis.url, {
       commandTimeoutMs: config.redis.commandTimeoutMs,
@@ -92,6 +98,11 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     redisMode = connections.mode;
     stores = await openRedisStores(connections);
     certStores = openRedisCertStores(connections.client, config.acme.directory, connections.acknowledge);
+    issuingState = {
+      limits: openRedisCaLimits(connections.client),
+      queue: openRedisOrderQueue(connections.client),
+      accountKeys: (directory) => openRedisCertStores(connections.client, directory, connections.acknowledge).accountKey,
+    };
     ticketKeys = redisTicketKeys(connections.client, TICKET_PERIOD_SECONDS);
     const failover = new FailoverLimiter(new RedisLimiter(connections), new MemoryLimiter(), {
       mode: config.ratelimit.onRedisDown,
@@ -113,6 +124,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   } else {
     stores = await openEmbeddedStores(config.dataDir);
     certStores = openFileCertStores(config.certsDir, config.acme.directory);
+    issuingState = { limits: openFileCaLimits(config.dataDir), queue: openFileOrderQueue(config.dataDir), accountKeys: (directory) => openFileCertStores(config.certsDir, directory).accountKey };
     ticketKeys = fileTicketKeys(config.dataDir);
     limiter = new MemoryLimiter();
     redisState = () => 'embedded';
@@ -132,21 +144,17 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   followChanges(stores, routes, log);
   metrics.countDomainsWith(() => stores.domains.countByStatus());
   const forwarder = createForwarder(config.timeouts.upstreamMs, (kind) => metrics.upstreamErrors.inc({ kind }));
-  // the ACME client (acme-client, axios, node-forge: ~37 MiB) is loaded with the first order, not at start
-  let acme: Promise<Issuer> | null = null;
-  const issuer: Issuer = {
-    issue: async (hostname) =>
-      (await (acme ??= import('./certs/acme-issuer.ts').then(({ createAcmeIssuer }) =>
-        createAcmeIssuer({
-          directoryUrl: config.acme.directory,
-          email: config.acme.email,
-          accountKeys: certStores.accountKey,
-          challenges: certStores.challenges,
-          ca: env.NODE_EXTRA_CA_CERTS && existsSync(env.NODE_EXTRA_CA_CERTS) ? readFileSync(env.NODE_EXTRA_CA_CERTS, 'utf8') : undefined,
-        }),
-      ))).issue(hostname),
-  };
-  const certificates = createCertificateManager({ stores, certs: certStores, issuer, routes, platformDomain: config.platform.domain, platform: readPlatformCertificate(config), log, metrics, onDemandWaitMs: config.acme.onDemandWaitMs });
+  // the ACME issuers in order, behind the CA limits and CAA (certs/issuing.ts)
+  const issuing = createIssuing({
+    issuers: config.acme.issuers,
+    email: config.acme.email,
+    state: issuingState,
+    challenges: certStores.challenges,
+    resolver: systemResolver(config.dns.servers),
+    ...(env.NODE_EXTRA_CA_CERTS && existsSync(env.NODE_EXTRA_CA_CERTS) ? { ca: readFileSync(env.NODE_EXTRA_CA_CERTS, 'utf8') } : {}),
+    metrics,
+  });
+  const certificates = createCertificateManager({ stores, certs: certStores, ...issuing, routes, platformDomain: config.platform.domain, platform: readPlatformCertificate(config), log, metrics, onDemandWaitMs: config.acme.onDemandWaitMs });
 
   // 4. the handlers that depend on configuration, rebuilt on reload
   const proxy = createProjectProxy(forwarder, { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) });

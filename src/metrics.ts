@@ -63,6 +63,8 @@ export function createMetrics() {
     acmeOrders: new Counter({ name: 'portico_acme_orders_total', help: 'ACME certificate orders, by result.', labelNames: ['result'] as const, registers: [registry] }),
     domainChecks: new Counter({ name: 'portico_domain_checks_total', help: 'DNS checks of domains (automatic and on request), by result: pass, fail (a record is missing or wrong), error (DNS did not answer).', labelNames: ['result'] as const, registers: [registry] }),
     acmeOrderDuration: new Histogram({ name: 'portico_acme_order_duration_seconds', help: 'Time to obtain a certificate.', buckets: [0.5, 1, 2, 5, 10, 30, 60, 120], registers: [registry] }),
+    acmeQueueDepth: new Gauge({ name: 'portico_acme_queue_depth', help: 'Certificate orders waiting for a CA limit (shared by every instance).', registers: [registry], aggregator: 'max' }),
+    acmeLimitRemaining: new Gauge({ name: 'portico_acme_limit_remaining', help: 'What is left of a CA limit Portico keeps, by issuer and limit (new_orders: per account).', labelNames: ['issuer', 'limit'] as const, registers: [registry], aggregator: 'min' }),
     certificates: new Gauge({ name: 'portico_certificates', help: 'Stored certificates, by time left.', labelNames: ['expires_in'] as const, registers: [registry], aggregator: 'max' }),
     certificatesEarliestExpiry: new Gauge({ name: 'portico_certificates_earliest_expiry_timestamp_seconds', help: 'When the first stored certificate expires (Unix seconds).', registers: [registry], aggregator: 'min' }),
     sniCacheHits: new Counter({ name: 'portico_sni_cache_hits_total', help: 'Handshakes answered from the SecureContext cache.', registers: [registry] }),

@@ -1,6 +1,7 @@
-// Certificates for custom domains: picked per SNI, obtained on their own once a domain verifies,
-// renewed in the last third of their lifetime, retried with growing backoff, one order per name
-// across every instance — and never an order for a name nobody verified.
+// Certificates for custom domains: picked per SNI, obtained on their own once a domain verifies
+// (ordering.ts: issuers in order, CA limits, queue, backoff, one order per name across every
+// instance — and never an order for a name nobody verified), renewed when the CA's renewal
+// information says (RFC 9773) or else in the last third of their lifetime.
 import tls from 'node:tls';
 import { X509Certificate, createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
@@ -12,16 +13,21 @@ import type { RouteTable } from '../routing/route.ts';
 import { normaliseHostname } from '../routing/hostname.ts';
 import type { Domain, Stores } from '../state/types.ts';
 import { renewAt, type CertStores, type StoredCertificate } from './types.ts';
-import type { IssuedCertificate } from './acme-issuer.ts';
-
-export interface Issuer {
-  issue(hostname: string): Promise<IssuedCertificate>;
-}
+import { domainEvent } from '../domains/events.ts';
+import { pickRenewalTime, type RenewalInfo } from './ari.ts';
+import type { IssuerChain } from './issuer-chain.ts';
+import type { OrderQueue } from './order-queue.ts';
+import { createOrdering, backoffFor } from './ordering.ts';
 
 export interface ManagerOptions {
   stores: Stores;
   certs: CertStores;
-  issuer: Issuer;
+  chain: IssuerChain;
+  queue: OrderQueue;
+  /** the issuing CA's renewal information for a stored certificate (RFC 9773), null when it offers none */
+  renewalInfo?(stored: StoredCertificate): Promise<(RenewalInfo & { certId: string }) | null>;
+  /** refreshes the limit gauges (portico_acme_limit_remaining) */
+  refreshLimitMetrics?(): Promise<void>;
   routes: RouteTable;
   platformDomain: string;
   /** the operator's wildcard certificate for *.<platform domain> */
@@ -40,20 +46,13 @@ function hashJitter(hostname: string): number {
   return createHash('sha256').update(hostname).digest().readUInt32BE(0) / 2 ** 32;
 }
 
-// about 1 m, 2 m, 5 m, 10 m, 30 m, 1 h, 2 h, 4 h, then 6 h
-const BACKOFF_MS = [60e3, 120e3, 300e3, 600e3, 1800e3, 3600e3, 7200e3, 14400e3, 21600e3];
-const LOCK_TTL_MS = 120_000;
 // the certificate gauges need no fresher figures than this
 const SUMMARY_EVERY_MS = 600_000;
 
-export function backoffFor(failures: number): number {
-  return BACKOFF_MS[Math.min(Math.max(failures, 1), BACKOFF_MS.length) - 1];
-}
-
-export { renewAt };
+export { renewAt, backoffFor };
 
 export function createCertificateManager(options: ManagerOptions) {
-  const { stores, certs, issuer, routes, log, metrics } = options;
+  const { stores, certs, routes, log, metrics } = options;
   const now = options.now ?? Date.now;
   const jitter = options.jitter ?? hashJitter;
   const waitMs = options.onDemandWaitMs ?? 10_000;
@@ -68,14 +67,81 @@ export function createCertificateManager(options: ManagerOptions) {
   const cache = new LRUCache<string, { context: tls.SecureContext; notAfter: number }>({ max: options.cacheSize ?? 1_000, dispose: (entry) => retire(entry.context) });
   // a cold handshake loads its certificate into a context made ahead (about 0.2 ms instead of 0.5–1)
   const contexts = createContextMaker();
-  const inFlight = new Map<string, Promise<StoredCertificate | null>>();
   let platformContext = options.platform ? tls.createSecureContext(options.platform) : null;
   const platformSuffix = `.${options.platformDomain}`;
   let timer: NodeJS.Timeout | null = null;
-  // failed orders waiting for their backoff to end, retried by sweep() (a restart forgets them; the
-  // next handshake for the name starts over, still within the backoff recorded on the domain)
-  const retries = new Map<string, number>();
+  let queueTimer: NodeJS.Timeout | null = null;
+  let stopped = false;
   let summarisedAt = -Infinity;
+  // certificates with renewal information: when to ask the CA again, or renew (ms). A restart
+  // forgets them; the renewal index still renews them in the last third.
+  const ariDue = new Map<string, number>();
+
+  const ordering = createOrdering({
+    stores, certs, chain: options.chain, queue: options.queue, log, metrics, now, waitMs,
+    onIssued: (stored) => { void planRenewal(stored).catch((err) => log.warn({ hostname: stored.hostname, err: (err as Error).message }, 'could not plan the renewal')); },
+    onQueueDue: (at) => wakeQueueAt(at),
+  });
+
+  /** The queue is looked at by `at` (this instance's timer; every sweep looks too). */
+  function wakeQueueAt(at: number): void {
+    if (stopped) return;
+    if (queueTimer) clearTimeout(queueTimer);
+    queueTimer = setTimeout(() => {
+      queueTimer = null;
+      ordering.drainQueue().catch((err) => log.warn({ err: (err as Error).message }, 'could not work through the certificate queue'));
+    }, Math.min(Math.max(at - now(), 0) + 50, 2 ** 31 - 1));
+    queueTimer.unref();
+  }
+
+  /**
+   * When a new certificate renews: at a random moment in the CA's suggested window (RFC 9773 §4.2)
+   * when it offers renewal information, else in the last third of its lifetime. Said on the timeline.
+   */
+  async function planRenewal(stored: StoredCertificate): Promise<void> {
+    const info = await options.renewalInfo?.(stored).catch((err) => {
+      log.warn({ hostname: stored.hostname, err: (err as Error).message }, 'could not fetch renewal information');
+      return null;
+    }) ?? null;
+    let at: number;
+    let message: string;
+    if (info) {
+      at = pickRenewalTime(info.window, now());
+      stored.ari = { renewAt: at, pollAt: info.pollAt, certId: info.certId };
+      await certs.certificates.put(stored);
+      ariDue.set(stored.hostname, Math.min(at, info.pollAt));
+      message = `Renewal planned for ${new Date(at).toISOString()}, inside the window the CA suggests (${new Date(info.window.start).toISOString()} to ${new Date(info.window.end).toISOString()}).`;
+    } else {
+      at = renewAt(stored.notBefore, stored.notAfter, () => jitter(stored.hostname));
+      message = `Renewal planned for ${new Date(at).toISOString()}, in the last third of the certificate's lifetime.`;
+    }
+    await stores.domains.appendEvent(stored.hostname, domainEvent('renewal_scheduled', message, { renewAt: new Date(at).toISOString(), ari: info !== null }, now()));
+  }
+
+  /** A certificate with renewal information: ask the CA again when it said to, renew when the moment comes. */
+  async function checkAri(hostname: string): Promise<void> {
+    const stored = await certs.certificates.get(hostname);
+    if (!stored?.ari) {
+      ariDue.delete(hostname);
+      return;
+    }
+    if (now() >= stored.ari.renewAt) {
+      ariDue.delete(hostname);
+      await ordering.obtain(hostname, 'renewal');
+      return;
+    }
+    const info = await options.renewalInfo?.(stored).catch(() => null);
+    if (info) {
+      const window = info.window;
+      // a new window that no longer holds the picked moment gets a new pick (§4.2)
+      const renewAtNext = stored.ari.renewAt >= window.start && stored.ari.renewAt <= window.end ? stored.ari.renewAt : pickRenewalTime(window, now());
+      stored.ari = { renewAt: renewAtNext, pollAt: info.pollAt, certId: info.certId };
+      await certs.certificates.put(stored);
+    } else {
+      stored.ari = { ...stored.ari, pollAt: now() + 6 * 3_600_000 };
+    }
+    ariDue.set(hostname, Math.min(stored.ari.renewAt, stored.ari.pollAt));
+  }
 
   stores.events.subscribe((topic) => {
     // a domain changed (removed, re-verified, new certificate elsewhere): drop what this instance holds
@@ -89,82 +155,8 @@ export function createCertificateManager(options: ManagerOptions) {
     return entry.context;
   }
 
-  async function setCertificateState(hostname: string, update: (domain: Domain) => Domain['certificate']): Promise<void> {
-    const domain = await stores.domains.get(hostname);
-    if (!domain) return;
-    await stores.domains.setCertificate(hostname, update(domain));
-  }
-
-  /**
-   * Orders a certificate for a verified domain, once per name at a time in this instance and across
-   * instances (lock). Resolves with the stored certificate, or null when none could be had now.
-   */
-  function obtain(hostname: string, reason: 'verified' | 'handshake' | 'renewal' | 'retry'): Promise<StoredCertificate | null> {
-    const running = inFlight.get(hostname);
-    if (running) return running;
-    const work = (async () => {
-      // 1. only verified domains, read fresh from the store (never the cache), get an order
-      const domain = await stores.domains.get(hostname);
-      if (!domain || domain.status !== 'verified') return null;
-      if (reason !== 'renewal' && reason !== 'retry') {
-        const existing = await certs.certificates.get(hostname);
-        if (existing && Date.parse(existing.notAfter) > now()) return existing;
-      }
-      const next = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
-      if (reason !== 'retry' && domain.certificate.status === 'failed' && next > now()) return null;
-      // 2. one instance orders; the others find the result in the store
-      const lock = await certs.locks.acquire(`cert:${hostname}`, LOCK_TTL_MS);
-      if (!lock) return waitForOther(hostname);
-      const started = now();
-      try {
-        await setCertificateState(hostname, (d) => ({ ...d.certificate, status: d.certificate.status === 'issued' ? 'issued' : 'pending' }));
-        const issued = await issuer.issue(hostname);
-        const stored: StoredCertificate = { hostname, ...issued };
-        await certs.certificates.put(stored);
-        await setCertificateState(hostname, () => ({ status: 'issued', issuer: issued.issuer, notAfter: issued.notAfter }));
-        metrics.acmeOrders.inc({ result: 'success' });
-        metrics.acmeOrderDuration.observe((now() - started) / 1000);
-        log.info({ hostname, notAfter: issued.notAfter, reason }, 'certificate issued');
-        await stores.events.publish(`domain:${hostname}`);
-        return stored;
-      } catch (err) {
-        const kind = (err as { kind?: string }).kind ?? 'ca';
-        const retryAfter = (err as { retryAfterSeconds?: number }).retryAfterSeconds;
-        metrics.acmeOrders.inc({ result: 'failure' });
-        await setCertificateState(hostname, (d) => {
-          const failures = (d.certificate.failures ?? 0) + 1;
-          const delay = Math.max(backoffFor(failures), (retryAfter ?? 0) * 1000);
-          return {
-            ...d.certificate,
-            status: d.certificate.status === 'issued' && d.certificate.notAfter && Date.parse(d.certificate.notAfter) > now() ? 'issued' : 'failed',
-            lastError: `${kind}: ${(err as Error).message}`,
-            nextAttemptAt: new Date(now() + delay).toISOString(),
-            failures,
-          };
-        }).catch(() => undefined);
-        retries.set(hostname, now() + Math.max(backoffFor((domain.certificate.failures ?? 0) + 1), (retryAfter ?? 0) * 1000));
-        log.warn({ hostname, kind, err: (err as Error).message }, 'certificate order failed');
-        return null;
-      } finally {
-        await certs.locks.release(`cert:${hostname}`, lock).catch(() => undefined);
-      }
-    })().finally(() => inFlight.delete(hostname));
-    inFlight.set(hostname, work);
-    return work;
-  }
-
-  /** Another instance holds the order: wait for its certificate, or for it to give up. */
-  async function waitForOther(hostname: string): Promise<StoredCertificate | null> {
-    const deadline = now() + waitMs;
-    while (now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
-      const stored = await certs.certificates.get(hostname).catch(() => null);
-      if (stored && Date.parse(stored.notAfter) > now()) return stored;
-      const domain = await stores.domains.get(hostname).catch(() => null);
-      if (!domain || domain.certificate.status === 'failed') return null;
-    }
-    return null;
-  }
+  const obtain = async (hostname: string, reason: 'verified' | 'handshake' | 'renewal' | 'retry'): Promise<StoredCertificate | null> =>
+    (await ordering.obtain(hostname, reason)).certificate;
 
   return {
     // The certificate lookup for one handshake:
@@ -197,11 +189,7 @@ export function createCertificateManager(options: ManagerOptions) {
     /** A domain just verified (or asked to try again): order now, without waiting for a handshake. */
     onVerified(domain: Domain, reason: 'verify' | 'reverify'): void {
       const start = async () => {
-        if (reason === 'reverify') {
-          // the owner fixed something: forget the backoff and try at once
-          retries.delete(domain.hostname);
-          await setCertificateState(domain.hostname, (d) => ({ ...d.certificate, nextAttemptAt: undefined, failures: 0 }));
-        }
+        if (reason === 'reverify') await ordering.reset(domain.hostname);
         await obtain(domain.hostname, reason === 'reverify' ? 'retry' : 'verified');
       };
       start().catch((err) => log.warn({ hostname: domain.hostname, err: (err as Error).message }, 'could not start a certificate order'));
@@ -223,18 +211,18 @@ export function createCertificateManager(options: ManagerOptions) {
       for (const { hostname, notBefore, notAfter } of await certs.certificates.due(now())) {
         // many due at once (a CA outage): let handshakes in between, every 500
         if (++seen % 500 === 0) await new Promise((r) => setImmediate(r));
-        // the jitter is fixed per name, so each sweep agrees on when that name is due
-        if (now() >= renewAt(notBefore, notAfter, () => jitter(hostname))) {
+        // the jitter is fixed per name, so each sweep agrees on when that name is due; a certificate
+        // with renewal information renews when the CA's window says (checkAri), not here
+        if (now() >= renewAt(notBefore, notAfter, () => jitter(hostname)) && !ariDue.has(hostname)) {
           const domain = await stores.domains.get(hostname);
           const next = domain?.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
-          if (next <= now()) await obtain(hostname, 'renewal');
+          if (next <= now() && domain?.certificate.status !== 'queued') await obtain(hostname, 'renewal');
         }
       }
-      for (const [hostname, due] of retries) {
-        if (due > now()) continue;
-        retries.delete(hostname);
-        await obtain(hostname, 'retry');
-      }
+      for (const [hostname, due] of ariDue) if (due <= now()) await checkAri(hostname);
+      await ordering.retryDue();
+      await ordering.drainQueue();
+      await options.refreshLimitMetrics?.().catch(() => undefined);
       if (now() - summarisedAt >= SUMMARY_EVERY_MS || now() < summarisedAt) {
         const { earliest, ...buckets } = await certs.certificates.summary(now());
         for (const [bucket, n] of Object.entries(buckets)) metrics.certificates.set({ expires_in: bucket }, n);
@@ -256,7 +244,9 @@ export function createCertificateManager(options: ManagerOptions) {
     },
 
     stop(): void {
+      stopped = true;
       if (timer) clearInterval(timer);
+      if (queueTimer) clearTimeout(queueTimer);
     },
 
     /** for tests and metrics */

@@ -10,6 +10,13 @@ export interface StoredCertificate {
   notBefore: string;
   notAfter: string;
   issuer: string;
+  /** the ACME directory that issued it (the CA to ask for renewal information and to replace it at) */
+  directory?: string;
+  /**
+   * ACME Renewal Information (RFC 9773), when the CA offers it: the moment picked in its window and
+   * when to ask again (ms since the epoch). Absent: the last third of the lifetime.
+   */
+  ari?: { renewAt: number; pollAt: number; certId: string };
 }
 
 export interface Validity {

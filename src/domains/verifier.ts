@@ -175,7 +175,7 @@ async function checkApex(hostname: string, target: string, resolver: Resolver): 
 // RFC 8659 §3: the relevant CAA set is the first non-empty one found climbing from the name towards
 // the root (we stop below the public suffix; registries do not publish CAA for their customers).
 // §4.2–4.3: a set with `issue` properties allows only the CAs named there; `issue ";"` allows none.
-async function checkCaa(hostname: string, identities: readonly string[], resolver: Resolver): Promise<Diagnostic[]> {
+export async function checkCaa(hostname: string, identities: readonly string[], resolver: Resolver): Promise<Diagnostic[]> {
   const suffix = publicSuffixList().getPublicSuffix(hostname, { allowPrivateDomains: false }) ?? '';
   for (let name = hostname; name !== suffix && name.includes('.'); name = name.slice(name.indexOf('.') + 1)) {
     const answer = await query('CAA', name, () => resolver.resolveCaa(name));

@@ -91,12 +91,15 @@ export interface Diagnostic {
 }
 
 export interface CertificateState {
-  status: 'none' | 'pending' | 'issued' | 'failed';
+  /** queued: waiting for a CA limit (src/certs/order-queue.ts), in verification order */
+  status: 'none' | 'queued' | 'pending' | 'issued' | 'failed';
   issuer?: string;
   notAfter?: string;
   lastError?: string;
   nextAttemptAt?: string;
   /** consecutive failed orders (internal: sets the backoff) */
+  /** 1 = next in line behind a CA limit */
+  queuePosition?: number;
   failures?: number;
 }
 

@@ -9,7 +9,11 @@ import { freePort } from '../helpers/free-port.ts';
 import { tempDir } from '../helpers/portico.ts';
 import { openEmbeddedStores } from '../../src/state/embedded.ts';
 import { openFileCertStores } from '../../src/certs/file-store.ts';
-import { createAcmeIssuer } from '../../src/certs/acme-issuer.ts';
+import { createIssuing } from '../../src/certs/issuing.ts';
+import { resolveIssuers } from '../../src/certs/issuers.ts';
+import { openFileCaLimits } from '../../src/certs/ca-limits-file.ts';
+import { openFileOrderQueue } from '../../src/certs/order-queue.ts';
+import { systemResolver } from '../../src/domains/verifier.ts';
 import { createCertificateManager, renewAt, backoffFor } from '../../src/certs/manager.ts';
 import { createRouteTable } from '../../src/routing/route.ts';
 import { loadRoutes } from '../../src/routing/sync.ts';
@@ -33,7 +37,8 @@ t.test('renews in the last third, with a real CA', async (t) => {
   t.teardown(() => pebble.stop());
   await dns.addA('renew.example.com', ['127.0.0.1']);
 
-  const stores = await openEmbeddedStores(tempDir('renew-data'));
+  const dataDir = tempDir('renew-data');
+  const stores = await openEmbeddedStores(dataDir);
   t.teardown(() => stores.close());
   const certs = openFileCertStores(tempDir('renew-certs'), pebble.directoryUrl);
   const challenges = http.createServer(async (req, res) => {
@@ -52,8 +57,18 @@ t.test('renews in the last third, with a real CA', async (t) => {
   await stores.domains.update({ ...domain, status: 'verified' });
   const routes = createRouteTable(['api.localhost'], [], 'localhost');
   await loadRoutes(stores, routes);
-  const issuer = createAcmeIssuer({ directoryUrl: pebble.directoryUrl, email: null, accountKeys: certs.accountKey, challenges: certs.challenges, ca: readFileSync(pebble.caCertFile, 'utf8') });
-  const manager = createCertificateManager({ stores, certs, issuer, routes, platformDomain: 'localhost', platform: null, log: createLogger('silent'), metrics: createMetrics(), now: () => now.ms, jitter: () => 0 });
+  const metrics = createMetrics();
+  const issuing = createIssuing({
+    issuers: resolveIssuers([{ directory: pebble.directoryUrl }], [], {}),
+    email: null,
+    state: { limits: openFileCaLimits(dataDir), queue: openFileOrderQueue(dataDir), accountKeys: () => certs.accountKey },
+    challenges: certs.challenges,
+    resolver: systemResolver([dns.dnsServer]),
+    ca: readFileSync(pebble.caCertFile, 'utf8'),
+    metrics,
+    now: () => now.ms,
+  });
+  const manager = createCertificateManager({ stores, certs, ...issuing, routes, platformDomain: 'localhost', platform: null, log: createLogger('silent'), metrics, now: () => now.ms, jitter: () => 0 });
 
   const first = await manager.obtain('renew.example.com', 'verified');
   t.ok(first, 'issued');

@@ -9,6 +9,7 @@ import { X509Certificate } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { selfSigned } from '../../src/certs/fallback.ts';
 import { openFileCertStores } from '../../src/certs/file-store.ts';
+import { openFileOrderQueue } from '../../src/certs/order-queue.ts';
 import { createCertificateManager } from '../../src/certs/manager.ts';
 import { openEmbeddedStores } from '../../src/state/embedded.ts';
 import { createRouteTable } from '../../src/routing/route.ts';
@@ -37,8 +38,8 @@ async function serve(t: Test) {
   await stores.projects.create({ id: 'prj_1', accountId: 'acc_1', name: 'sni', upstream: 'http://127.0.0.1:9', createdAt: new Date().toISOString() });
   const routes = createRouteTable([], [], 'localhost');
   await loadRoutes(stores, routes);
-  const issuer = { issue: () => Promise.reject(new Error('no order expected')) };
-  const manager = createCertificateManager({ stores, certs, issuer, routes, platformDomain: 'localhost', platform: null, log: createLogger('silent'), metrics: createMetrics(), cacheSize: 2 });
+  const chain = { issue: () => Promise.reject(new Error('no order expected')) };
+  const manager = createCertificateManager({ stores, certs, chain, queue: openFileOrderQueue(dataDir), routes, platformDomain: 'localhost', platform: null, log: createLogger('silent'), metrics: createMetrics(), cacheSize: 2 });
 
   // an echo server whose certificate comes from the manager, as the HTTPS listener's does
   const fallback = await selfSigned(['localhost'], 30);

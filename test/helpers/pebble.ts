@@ -36,7 +36,16 @@ export interface Pebble {
 
 const ORDER_LINE = /Added order "[^"]+" to the db/g;
 
-export async function startPebble({ httpPort, dnsServer }: { httpPort: number; dnsServer: string }): Promise<Pebble> {
+export interface PebbleOptions {
+  httpPort: number;
+  dnsServer: string;
+  /** names pebble refuses to order for (rejectedIdentifier): a CA that says no, for fall-back tests */
+  domainBlocklist?: string[];
+  /** the lifetime of issued certificates in seconds (pebble's default: about 5 years) */
+  certificateValidityPeriod?: number;
+}
+
+export async function startPebble({ httpPort, dnsServer, domainBlocklist, certificateValidityPeriod }: PebbleOptions): Promise<Pebble> {
   const dir = mkdtempSync(path.join(tmpdir(), 'portico-pebble-'));
   const [listenPort, managementPort, tlsPort] = await Promise.all([freePort(), freePort(), freePort()]);
   const listener = await selfSigned(['localhost', '127.0.0.1'], 2);
@@ -55,6 +64,8 @@ export async function startPebble({ httpPort, dnsServer }: { httpPort: number; d
       tlsPort,
       ocspResponderURL: '',
       externalAccountBindingRequired: false,
+      ...(domainBlocklist ? { domainBlocklist } : {}),
+      ...(certificateValidityPeriod ? { certificateValidityPeriod } : {}),
     },
   }));
 

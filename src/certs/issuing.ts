@@ -1,0 +1,77 @@
+// The issuers put together for the certificate manager: an ACME client per directory (loaded with the
+// first order: acme-client, axios and node-forge weigh ~37 MiB), the chain that tries them in order
+// with CAA and the CA limits, the queue, renewal information, and the limit gauges.
+import type { Metrics } from '../metrics.ts';
+import { checkCaa, type Resolver } from '../domains/verifier.ts';
+import type { AcmeIssuer } from './acme-issuer.ts';
+import { accountRequests, type CaLimitStore } from './ca-limits.ts';
+import { createIssuerChain } from './issuer-chain.ts';
+import type { IssuerSettings } from './issuers.ts';
+import type { OrderQueue } from './order-queue.ts';
+import type { AccountKeyStore, ChallengeStore, StoredCertificate } from './types.ts';
+
+/** Where the issuers keep their state: the backend's limits, queue, and an account key per directory. */
+export interface IssuingState {
+  limits: CaLimitStore;
+  queue: OrderQueue;
+  accountKeys(directory: string): AccountKeyStore;
+}
+
+export interface IssuingOptions {
+  issuers: readonly IssuerSettings[];
+  email: string | null;
+  state: IssuingState;
+  challenges: ChallengeStore;
+  /** for the CAA check before each issuer (the verifier's resolvers) */
+  resolver: Resolver;
+  /** extra CA trust for the directories' HTTPS (NODE_EXTRA_CA_CERTS: a test CA) */
+  ca?: string;
+  metrics: Metrics;
+  now?: () => number;
+}
+
+export function createIssuing(options: IssuingOptions) {
+  const { issuers, state, metrics } = options;
+  const now = options.now ?? Date.now;
+  const clients = new Map<string, Promise<AcmeIssuer>>();
+  const open = (issuer: IssuerSettings): Promise<AcmeIssuer> => {
+    let client = clients.get(issuer.id);
+    if (client === undefined) {
+      client = import('./acme-issuer.ts').then(({ createAcmeIssuer }) => createAcmeIssuer({
+        directoryUrl: issuer.directory,
+        email: options.email,
+        accountKeys: state.accountKeys(issuer.directory),
+        challenges: options.challenges,
+        ...(options.ca === undefined ? {} : { ca: options.ca }),
+        eab: issuer.eab,
+      }));
+      clients.set(issuer.id, client);
+    }
+    return client;
+  };
+  const chain = createIssuerChain({
+    issuers,
+    open,
+    limits: state.limits,
+    // only a CAA set that names other CAs stops an issuer; a DNS failure leaves the decision to the CA
+    caaAllows: async (hostname, identities) => !(await checkCaa(hostname, identities, options.resolver)).some((d) => d.code === 'caa_blocks_ca'),
+    now,
+  });
+  return {
+    chain,
+    queue: state.queue,
+    /** RFC 9773 renewal information, from the CA that issued the certificate */
+    async renewalInfo(stored: StoredCertificate) {
+      const issuer = issuers.find((i) => i.directory === stored.directory);
+      return issuer === undefined ? null : (await open(issuer)).renewalInfo(stored.certPem, now());
+    },
+    async refreshLimitMetrics(): Promise<void> {
+      for (const issuer of issuers) {
+        const requests = accountRequests(issuer);
+        if (requests.length === 0) continue;
+        const [left] = await state.limits.peek(issuer.id, requests, now());
+        metrics.acmeLimitRemaining.set({ issuer: issuer.name, limit: 'new_orders' }, Math.floor(left));
+      }
+    },
+  };
+}

@@ -1,0 +1,240 @@
+// Placing certificate orders for verified domains: one order per name at a time in this instance and
+// across instances (lock), through the issuers in order (issuer-chain.ts), behind the CA limits in
+// verification order (order-queue.ts), retried with growing backoff, each step on the domain's
+// timeline. The certificate manager decides when; this decides whether and how.
+import { domainEvent, type DomainEvent } from '../domains/events.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+import type { Domain, Stores } from '../state/types.ts';
+import { describeLimit, type IssuerChain } from './issuer-chain.ts';
+import type { OrderQueue } from './order-queue.ts';
+import type { CertStores, StoredCertificate } from './types.ts';
+
+// about 1 m, 2 m, 5 m, 10 m, 30 m, 1 h, 2 h, 4 h, then 6 h
+const BACKOFF_MS = [60e3, 120e3, 300e3, 600e3, 1800e3, 3600e3, 7200e3, 14400e3, 21600e3];
+const LOCK_TTL_MS = 120_000;
+// the queue is worked through in pages; its positions are refreshed for the first this many
+const QUEUE_PAGE = 1_000;
+
+export function backoffFor(failures: number): number {
+  return BACKOFF_MS[Math.min(Math.max(failures, 1), BACKOFF_MS.length) - 1];
+}
+
+export type OrderReason = 'verified' | 'handshake' | 'renewal' | 'retry' | 'queue';
+
+export interface OrderResult {
+  certificate: StoredCertificate | null;
+  /** over a CA limit: in the queue; `accountWide` when every order waits, not only this domain's */
+  queued?: { retryAt: number; accountWide: boolean };
+}
+
+export interface OrderingOptions {
+  stores: Stores;
+  certs: CertStores;
+  chain: IssuerChain;
+  queue: OrderQueue;
+  log: Logger;
+  metrics: Metrics;
+  now: () => number;
+  /** how long an instance that did not get the lock waits for the holder's certificate */
+  waitMs: number;
+  /** a new certificate is stored: plan its renewal (ARI or the last third) */
+  onIssued(stored: StoredCertificate): void;
+  /** the queue should be looked at again at this time */
+  onQueueDue(at: number): void;
+}
+
+export function createOrdering(options: OrderingOptions) {
+  const { stores, certs, chain, queue, log, metrics, now } = options;
+  const inFlight = new Map<string, Promise<OrderResult>>();
+  // failed orders waiting for their backoff to end (a restart forgets them; the next handshake or
+  // sweep for the name starts over, still within the backoff recorded on the domain)
+  const retries = new Map<string, number>();
+  // the wait per place in line behind the last limit met, to tell each queued domain when its turn comes
+  let lastLimit: { retryAt: number; refillMs: number } | null = null;
+
+  const record = (hostname: string) => (event: DomainEvent) => stores.domains.appendEvent(hostname, event);
+
+  async function setCertificateState(hostname: string, update: (domain: Domain) => Domain['certificate'], event?: DomainEvent): Promise<void> {
+    const domain = await stores.domains.get(hostname);
+    if (!domain) return;
+    await stores.domains.setCertificate(hostname, update(domain), event);
+  }
+
+  function obtain(hostname: string, reason: OrderReason): Promise<OrderResult> {
+    const running = inFlight.get(hostname);
+    if (running) return running;
+    const work = run(hostname, reason).finally(() => inFlight.delete(hostname));
+    inFlight.set(hostname, work);
+    return work;
+  }
+
+  async function run(hostname: string, reason: OrderReason): Promise<OrderResult> {
+    // 1. only verified domains, read fresh from the store (never the cache), get an order
+    const domain = await stores.domains.get(hostname);
+    if (!domain || domain.status !== 'verified') {
+      if (reason === 'queue') await queue.remove(hostname);
+      return { certificate: null };
+    }
+    const existing = await certs.certificates.get(hostname);
+    const valid = existing !== null && Date.parse(existing.notAfter) > now() ? existing : null;
+    if (valid && (reason === 'verified' || reason === 'handshake')) return { certificate: valid };
+    // 2. renewals pause while the domain's DNS points elsewhere: the CA's validation would fail (DESIGN §6)
+    if (valid && domain.health === 'misconfigured') {
+      if (reason === 'queue') await queue.remove(hostname);
+      return { certificate: valid };
+    }
+    const next = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
+    if (reason !== 'retry' && reason !== 'queue' && domain.certificate.status === 'failed' && next > now()) return { certificate: null };
+    // 3. behind a CA limit the queue goes first, in verification order: nothing overtakes it
+    if (reason !== 'queue' && (domain.certificate.status === 'queued' || (await queue.size()) > 0)) {
+      if (domain.certificate.status === 'queued') await queue.add(hostname, domain.verifiedAt ? Date.parse(domain.verifiedAt) : now());
+      else await enqueue(domain, lastLimit?.retryAt ?? now(), 'other domains are waiting for the CA limits before it');
+      options.onQueueDue(now());
+      return { certificate: valid, queued: { retryAt: lastLimit?.retryAt ?? now(), accountWide: true } };
+    }
+    // 4. one instance orders; the others find the result in the store
+    const lock = await certs.locks.acquire(`cert:${hostname}`, LOCK_TTL_MS);
+    if (!lock) return { certificate: await waitForOther(hostname) };
+    try {
+      return await order(domain, valid, reason);
+    } finally {
+      await certs.locks.release(`cert:${hostname}`, lock).catch(() => undefined);
+    }
+  }
+
+  async function order(domain: Domain, valid: StoredCertificate | null, reason: OrderReason): Promise<OrderResult> {
+    const { hostname } = domain;
+    const started = now();
+    if (!valid) await setCertificateState(hostname, (d) => ({ ...d.certificate, status: 'pending', queuePosition: undefined }));
+    const replaces = valid?.ari && valid.directory ? { certId: valid.ari.certId, directory: valid.directory } : undefined;
+    const outcome = await chain.issue({ hostname, ...(replaces ? { replaces } : {}), record: record(hostname) });
+    if (outcome.kind === 'issued') {
+      const { issued, issuer } = outcome;
+      const stored: StoredCertificate = { hostname, ...issued, directory: issuer.directory };
+      await certs.certificates.put(stored);
+      await stores.domains.setCertificate(hostname, { status: 'issued', issuer: issued.issuer, notAfter: issued.notAfter }, domainEvent(
+        'certificate_issued',
+        `${valid ? 'Renewed' : 'Got'} the certificate from ${issuer.name} (issued by ${issued.issuer}), valid until ${issued.notAfter}.`,
+        { issuer: issued.issuer, directory: issuer.directory, notAfter: issued.notAfter, ...(reason === 'renewal' ? { renewal: true } : {}) },
+        now(),
+      ));
+      await queue.remove(hostname);
+      retries.delete(hostname);
+      metrics.acmeOrders.inc({ result: 'success' });
+      metrics.acmeOrderDuration.observe((now() - started) / 1000);
+      log.info({ hostname, issuer: issuer.name, notAfter: issued.notAfter, reason }, 'certificate issued');
+      await stores.events.publish(`domain:${hostname}`);
+      options.onIssued(stored);
+      return { certificate: stored };
+    }
+    if (outcome.kind === 'limited') {
+      lastLimit = { retryAt: outcome.retryAt, refillMs: outcome.refillMs };
+      const accountWide = outcome.limit === 'new_orders';
+      await enqueue(domain, outcome.retryAt, `${outcome.issuer.name}'s limit of ${describeLimit(outcome.limit)} is reached`);
+      options.onQueueDue(outcome.retryAt);
+      return { certificate: valid, queued: { retryAt: outcome.retryAt, accountWide } };
+    }
+    const err = outcome.error;
+    metrics.acmeOrders.inc({ result: 'failure' });
+    await queue.remove(hostname);
+    const failures = (domain.certificate.failures ?? 0) + 1;
+    const delay = Math.max(backoffFor(failures), (err.retryAfterSeconds ?? 0) * 1000);
+    await setCertificateState(hostname, (d) => ({
+      ...d.certificate,
+      status: valid ? 'issued' : 'failed',
+      lastError: `${err.kind}: ${err.message}`,
+      nextAttemptAt: new Date(now() + delay).toISOString(),
+      queuePosition: undefined,
+      failures,
+    })).catch(() => undefined);
+    retries.set(hostname, now() + delay);
+    log.warn({ hostname, kind: err.kind, err: err.message }, 'certificate order failed');
+    return { certificate: valid };
+  }
+
+  /** Puts the domain in line (keeping its place if it has one) and says so on its timeline. */
+  async function enqueue(domain: Domain, retryAt: number, why: string): Promise<void> {
+    const since = domain.verifiedAt ? Date.parse(domain.verifiedAt) : now();
+    await queue.add(domain.hostname, since);
+    const position = await positionOf(domain.hostname);
+    const at = new Date(Math.max(retryAt, now())).toISOString();
+    await setCertificateState(domain.hostname, (d) => ({ ...d.certificate, status: d.certificate.status === 'issued' ? 'issued' : 'queued', nextAttemptAt: at, queuePosition: position }),
+      domain.certificate.status === 'queued' ? undefined : domainEvent('certificate_queued', `Waiting in line (place ${position}) because ${why}; the order is placed by ${at}.`, { position, nextAttemptAt: at }, now()));
+  }
+
+  async function positionOf(hostname: string): Promise<number> {
+    const head = await queue.head(QUEUE_PAGE);
+    const index = head.findIndex((e) => e.hostname === hostname);
+    return index === -1 ? head.length + 1 : index + 1;
+  }
+
+  /**
+   * Works through the queue in order while the limits allow, on one instance at a time; then tells
+   * every domain still waiting its place and when its turn should come.
+   */
+  async function drainQueue(): Promise<void> {
+    const lock = await certs.locks.acquire('acme-queue', LOCK_TTL_MS);
+    if (!lock) return;
+    try {
+      for (const { hostname } of await queue.head(QUEUE_PAGE)) {
+        const result = await obtain(hostname, 'queue');
+        if (result.queued?.accountWide) break;
+      }
+      await refreshPositions();
+    } finally {
+      await certs.locks.release('acme-queue', lock).catch(() => undefined);
+    }
+  }
+
+  async function refreshPositions(): Promise<void> {
+    const head = await queue.head(QUEUE_PAGE);
+    metrics.acmeQueueDepth.set(await queue.size());
+    let place = 0;
+    for (const { hostname } of head) {
+      place += 1;
+      const domain = await stores.domains.get(hostname);
+      if (!domain) continue;
+      const estimate = lastLimit ? Math.max(lastLimit.retryAt + (place - 1) * lastLimit.refillMs, now()) : null;
+      const known = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
+      const at = new Date(Math.max(estimate ?? known, known > now() ? 0 : now())).toISOString();
+      if (domain.certificate.queuePosition === place && (estimate === null || domain.certificate.nextAttemptAt === at)) continue;
+      await stores.domains.setCertificate(hostname, { ...domain.certificate, queuePosition: place, ...(estimate === null ? {} : { nextAttemptAt: at }) });
+    }
+  }
+
+  /** Another instance holds the order: wait for its certificate, or for it to give up. */
+  async function waitForOther(hostname: string): Promise<StoredCertificate | null> {
+    const deadline = now() + options.waitMs;
+    while (now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+      const stored = await certs.certificates.get(hostname).catch(() => null);
+      if (stored && Date.parse(stored.notAfter) > now()) return stored;
+      const domain = await stores.domains.get(hostname).catch(() => null);
+      if (!domain || domain.certificate.status === 'failed' || domain.certificate.status === 'queued') return null;
+    }
+    return null;
+  }
+
+  /** Failed orders whose backoff has ended, tried again. */
+  async function retryDue(): Promise<void> {
+    for (const [hostname, due] of retries) {
+      if (due > now()) continue;
+      retries.delete(hostname);
+      await obtain(hostname, 'retry');
+    }
+  }
+
+  return {
+    obtain,
+    drainQueue,
+    retryDue,
+    /** the owner fixed something: forget the backoff and try at once */
+    async reset(hostname: string): Promise<void> {
+      retries.delete(hostname);
+      await setCertificateState(hostname, (d) => ({ ...d.certificate, nextAttemptAt: undefined, failures: 0 }));
+    },
+  };
+}
+
+export type Ordering = ReturnType<typeof createOrdering>;
