@@ -29,6 +29,7 @@ import { createDomainRegistry } from './domains/registry.ts';
 import { systemResolver } from './domains/verifier.ts';
 import { createEdgeHandler, createUpgradeHandler } from './edge/pipeline.ts';
 import { createHttpHandler } from './edge/http-listener.ts';
+import { createConnectHandler } from './edge/extended-connect.ts';
 import { createListeners, type ListenerHandlers, type Listeners } from './edge/listeners.ts';
 import { createTrust } from './edge/client-ip.ts';
 import { redact, type RedisMode } from './state/redis-url.ts';
@@ -242,6 +243,7 @@ function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
   return {
     edge: createEdgeHandler(edgeDeps),
     upgrade: createUpgradeHandler(edgeDeps),
+    connect: createConnectHandler(edgeDeps),
     http: createHttpHandler({ publicHttpsPort: config.https.publicPort, challenge: (token) => shared.certStores.challenges.get(token), metrics }),
     admin: createAdminHandler(adminDeps),
     metricsOnly: createAdminHandler(adminDeps, { metricsOnly: true }),

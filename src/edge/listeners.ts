@@ -12,6 +12,7 @@ import type { KeyPair } from '../certs/fallback.ts';
 import type { Handler } from './pipeline.ts';
 import { acceptProxyProtocol } from './proxy-protocol.ts';
 import { checkTarget } from './request-target.ts';
+import type { ConnectHandler } from './extended-connect.ts';
 import { sendError } from '../errors.ts';
 import type { Trust } from './client-ip.ts';
 import type { OcspStapler } from '../certs/ocsp.ts';
@@ -50,6 +51,8 @@ type PlainHandler = (req: http.IncomingMessage, res: http.ServerResponse) => voi
 export interface ListenerHandlers {
   edge: Handler;
   upgrade: (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void;
+  /** HTTP/2 CONNECT streams: WebSockets by extended CONNECT (RFC 8441) */
+  connect: ConnectHandler;
   http: PlainHandler;
   admin: PlainHandler;
   metricsOnly: PlainHandler;
@@ -96,7 +99,9 @@ export function createListeners(deps: ListenerDeps): Listeners {
     cert: deps.fallback.cert,
     ...secureOptions,
     handshakeTimeout: Math.min(t.headersMs, 10_000),
-    settings: { maxConcurrentStreams: 128 },
+    // enableConnectProtocol: SETTINGS_ENABLE_CONNECT_PROTOCOL, so browsers open WebSockets on the h2
+    // connection they already hold (RFC 8441) instead of a new HTTP/1.1 one
+    settings: { maxConcurrentStreams: 128, enableConnectProtocol: true },
     SNICallback: (servername, done) => {
       deps.secureContext(servername).then((context) => done(null, context ?? undefined), (err) => done(err as Error));
     },
@@ -132,6 +137,17 @@ export function createListeners(deps: ListenerDeps): Listeners {
       return;
     }
     handlers.upgrade(req, socket, head);
+  });
+  // CONNECT: Node's compat layer emits it for HTTP/2 streams (request, response) and its HTTP/1.1
+  // parser for HTTP/1.1 requests (request, socket). Over HTTP/1.1 Portico is no forward proxy.
+  https.on('connect', (req: http2.Http2ServerRequest | http.IncomingMessage, second: http2.Http2ServerResponse | Duplex) => {
+    if (req instanceof http2.Http2ServerRequest) {
+      handlers.connect(req.stream, req.headers);
+      return;
+    }
+    const socket = second as Duplex;
+    socket.on('error', () => socket.destroy());
+    socket.end('HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
   });
 
   const plain = (handler: () => PlainHandler) =>

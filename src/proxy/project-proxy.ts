@@ -12,13 +12,14 @@
 //    `X-Forwarded-*` or `X-Real-IP` is dropped, so an upstream can trust these headers;
 // 4. no hop-by-hop headers (RFC 9110 §7.6.1), except Connection/Upgrade on an upgrade request.
 import type { IncomingMessage, ServerResponse, IncomingHttpHeaders, ClientRequest } from 'node:http';
-import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import type { Http2ServerRequest, Http2ServerResponse, ServerHttp2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 import type { ProxyServer } from 'http-proxy-3';
 import { HttpError } from '../errors.ts';
 import { sendPage, upstreamTimeoutPage, upstreamUnreachablePage } from '../edge/pages.ts';
 import { connectionTokens, isHopByHop, type Forwarder, type Target, type UpstreamErrorKind } from './forward.ts';
+import { bridgeWebSocket } from './websocket-h2.ts';
 
 export interface ProxyContext {
   clientIp: string;
@@ -32,6 +33,8 @@ export interface ProjectProxy {
   web(req: Http2ServerRequest | IncomingMessage, res: Http2ServerResponse | ServerResponse, upstream: string, ctx: ProxyContext): Promise<void>;
   /** HTTP/1.1 Upgrade (WebSocket) — to be wired on the HTTPS server's 'upgrade' event */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: string, ctx: ProxyContext): void;
+  /** a WebSocket over HTTP/2 (extended CONNECT, RFC 8441), bridged to an HTTP/1.1 upgrade (websocket-h2.ts) */
+  connect(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, upstream: string, ctx: ProxyContext): void;
   /** ends the WebSocket tunnels still open; the forwarder belongs to the caller, which closes it */
   close(): Promise<void>;
 }
@@ -151,8 +154,29 @@ export function createProjectProxy(forwarder: Forwarder, options: ProjectProxyOp
       });
     },
 
+    connect(stream, headers, upstream, ctx) {
+      let target: URL;
+      try {
+        target = targetUrl(upstream, headers[':path'] as string | undefined);
+      } catch {
+        options.onError('websocket');
+        stream.respond({ ':status': 502, 'content-length': 0 }, { endStream: true });
+        return;
+      }
+      bridgeWebSocket(stream, target, { ...upgradeHeaders(headers), ...forwardedHeaders(ctx), host: target.host }, {
+        timeoutMs: options.timeoutMs,
+        closeGraceMs: Math.min(options.timeoutMs, 10_000),
+        onError: () => options.onError('websocket'),
+        onOpen: (socket) => {
+          open.add(socket);
+          socket.once('close', () => open.delete(socket));
+        },
+      });
+    },
+
     async close() {
-      // destroying the client side makes the 'close' handlers above take the upstream side down
+      // destroying the client side makes the 'close' handlers above take the upstream side down; a
+      // WebSocket over HTTP/2 is tracked by its upstream socket, whose end resets the stream
       for (const socket of open) socket.destroy();
     },
   };
@@ -214,6 +238,17 @@ function dropped(headers: IncomingHttpHeaders): ReadonlySet<string> {
     if (!CLIENT_FORWARDED.has(name) && name.startsWith('x-forwarded-')) (more ??= []).push(name);
   }
   return more ? new Set([...CLIENT_FORWARDED, ...more]) : CLIENT_FORWARDED;
+}
+
+/** An HTTP/2 WebSocket request's end-to-end headers: what rewriteUpgradeHeaders() leaves of an HTTP/1.1 one. */
+function upgradeHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const kept: Record<string, string | string[]> = {};
+  const tokens = connectionTokens(headers.connection);
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || name.startsWith(':') || isHopByHop(name) || tokens.has(name) || isClientForwarded(name) || name === 'sec-websocket-key') continue;
+    kept[name] = value;
+  }
+  return kept;
 }
 
 /** http-proxy-3 copies every client header; the request is not sent until its end(), so trim here. */

@@ -16,8 +16,8 @@ const ARGS = [
   '--no-first-run',
 ];
 
-/** A launched browser, or why there is none (then the test skips). */
-export async function launchBrowser(): Promise<{ browser: Browser } | { skip: string }> {
+/** A launched browser (with `extraArgs` after the usual flags), or why there is none (then the test skips). */
+export async function launchBrowser(extraArgs: string[] = []): Promise<{ browser: Browser } | { skip: string }> {
   if (!existsSync(CHROMIUM)) return { skip: `no Chromium at ${CHROMIUM} (Debian: apt-get install -y chromium)` };
   let chromium: typeof import('playwright-core').chromium;
   try {
@@ -25,6 +25,6 @@ export async function launchBrowser(): Promise<{ browser: Browser } | { skip: st
   } catch (err) {
     return { skip: `playwright-core is not installed (npm i -D playwright-core): ${(err as Error).message}` };
   }
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 30_000 });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...ARGS, ...extraArgs], timeout: 30_000 });
   return { browser };
 }
