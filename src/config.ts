@@ -27,6 +27,8 @@ export interface Config {
   redis: { url: string | null; commandTimeoutMs: number; replicasToAck: number | null; replicaAckTimeoutMs: number };
   platform: { domain: string; certFile: string | null; keyFile: string | null; cnameTarget: string };
   dns: { servers: string[] };
+  /** automatic DNS checks (src/domains/rechecks.ts): a pending domain's first wait (doubling up to 6 h), a verified domain's period */
+  domains: { pendingRecheckMs: number; verifiedRecheckMs: number };
   /**
    * issuers: the ACME CAs in order of preference (certs/issuers.ts); directory: the first one's;
    * caaIdentities: every issuer's CAA identities (verification passes when CAA allows any of them)
@@ -83,6 +85,8 @@ const ENV: ReadonlyArray<[string, string, Kind]> = [
   ['PORTICO_PLATFORM_KEY_FILE', 'platform.keyFile', 'string'],
   ['PORTICO_CNAME_TARGET', 'platform.cnameTarget', 'string'],
   ['PORTICO_DNS_SERVERS', 'dns.servers', 'list'],
+  ['PORTICO_PENDING_RECHECK_MS', 'domains.pendingRecheckMs', 'int'],
+  ['PORTICO_VERIFIED_RECHECK_MS', 'domains.verifiedRecheckMs', 'int'],
   ['PORTICO_ACME_DIRECTORY', 'acme.directory', 'list'],
   ['PORTICO_ACME_NEW_ORDERS_PER_3H', 'acme.limits.newOrdersPer3h', 'int'],
   ['PORTICO_ACME_CERTS_PER_DOMAIN_PER_WEEK', 'acme.limits.certsPerDomainPerWeek', 'int'],
@@ -159,6 +163,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
       cnameTarget: read.hostname('platform.cnameTarget', 'edge.localhost'),
     },
     dns: { servers: read.list('dns.servers', []) },
+    domains: { pendingRecheckMs: read.int('domains.pendingRecheckMs', 60_000, 100), verifiedRecheckMs: read.int('domains.verifiedRecheckMs', 86_400_000, 100) },
     acme: readAcme(read, problems, env),
     api: {
       hosts: read.list('api.hosts', ['api.localhost', 'localhost', '127.0.0.1']).map((h) => h.toLowerCase()),

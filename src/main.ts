@@ -26,6 +26,9 @@ import { openapiDocument } from './api/openapi.ts';
 import { createRouteTable, type RouteTable } from './routing/route.ts';
 import { followChanges, loadRoutes } from './routing/sync.ts';
 import { createDomainRegistry } from './domains/registry.ts';
+import { createScheduler } from './domains/scheduler.ts';
+import { createDomainChecks, type DomainChecks } from './domains/rechecks.ts';
+import type { Resolver } from './domains/verifier.ts';
 import { systemResolver } from './domains/verifier.ts';
 import { createEdgeHandler, createUpgradeHandler } from './edge/pipeline.ts';
 import { createHttpHandler } from './edge/http-listener.ts';
@@ -50,6 +53,8 @@ export interface Running {
 }
 
 interface Shared {
+  /** DNS checks of domains, on request and by themselves (one scheduler for the process) */
+  checks: DomainChecks;
   stores: Stores;
   certStores: CertStores;
   limiter: RateLimiter;
@@ -157,9 +162,25 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   });
   const certificates = createCertificateManager({ stores, certs: certStores, ...issuing, routes, platformDomain: config.platform.domain, platform: readPlatformCertificate(config), log, metrics, onDemandWaitMs: config.acme.onDemandWaitMs });
 
+  // domains look after themselves: one scheduler for background work, its due times in the state backend
+  const scheduler = createScheduler({ store: stores.schedule, log });
+  let resolver: { servers: string; resolver: Resolver } | null = null;
+  const checks = createDomainChecks({
+    stores,
+    scheduler,
+    metrics,
+    log,
+    onVerified: (domain, reason) => certificates.onVerified(domain, reason),
+    context: () => {
+      const servers = current.dns.servers.join(',');
+      if (resolver?.servers !== servers) resolver = { servers, resolver: systemResolver(current.dns.servers) };
+      return { ...current.domains, cnameTarget: current.platform.cnameTarget, caaIdentities: current.acme.caaIdentities, resolver: resolver.resolver };
+    },
+  });
+
   // 4. the handlers that depend on configuration, rebuilt on reload
   const proxy = createProjectProxy(forwarder, { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) });
-  const shared: Shared = { stores, certStores, limiter, metrics, log, forwarder, proxy, routes, certificates, adminToken, redisState, redisMode, reload: () => reload() };
+  const shared: Shared = { stores, certStores, limiter, metrics, log, forwarder, proxy, routes, certificates, checks, adminToken, redisState, redisMode, reload: () => reload() };
   const handlers = buildHandlers(config, shared);
   const ocsp = createOcspStapler({ onError: (err) => log.warn({ err: (err as Error).message }, 'could not fetch an OCSP response to staple') });
   const listeners = createListeners({ config, fallback, secureContext: (name) => certificates.secureContext(name), handlers, ocsp, metrics, trust: createTrust(config.trustedProxies) });
@@ -172,6 +193,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     throw err;
   }
   certificates.start();
+  scheduler.start();
   const stopTickets = rotateTicketKeys(ticketKeys, TICKET_PERIOD_SECONDS, (key) => listeners.setTicketKeys(key), (err) =>
     log.warn({ err: (err as Error).message }, 'could not fetch the shared TLS ticket key; keeping the current one'),
   );
@@ -203,6 +225,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     stop: () =>
       (stopping ??= (async () => {
         certificates.stop();
+        await scheduler.stop();
         stopTickets();
         await listeners.close(current.timeouts.shutdownMs);
         await proxy.close();
@@ -228,8 +251,7 @@ function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
   const domains = createDomainRegistry({
     config,
     stores,
-    resolver: systemResolver(config.dns.servers),
-    onVerified: (domain, reason) => certificates.onVerified(domain, reason),
+    checks: shared.checks,
     onRemoved: (hostname) => certificates.onRemoved(hostname),
   });
   const edgeDeps = { routes, proxy: shared.proxy, publicHttpsPort: config.https.publicPort, api, metrics, log, trust };

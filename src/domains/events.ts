@@ -41,6 +41,13 @@ export interface DomainEvent {
   details?: Record<string, unknown>;
 }
 
+/** what the store's write methods take: one event, or several written together (in this order) */
+export type EventsToWrite = DomainEvent | readonly DomainEvent[] | undefined;
+
+export function eventList(events: EventsToWrite): readonly DomainEvent[] {
+  return events === undefined ? [] : Array.isArray(events) ? events : [events as DomainEvent];
+}
+
 /** the newest events kept per domain; older ones are dropped as new ones arrive */
 export const MAX_DOMAIN_EVENTS = 200;
 

@@ -1,30 +1,34 @@
-// The owner's workflow for custom domains: add → DNS records → verify (diagnostics) → primary,
-// redirects → remove. Every change publishes a notice so every instance's route table follows at once.
+// The owner's workflow for custom domains: add → DNS records → verify (diagnostics; also automatic,
+// rechecks.ts) → primary, redirects → remove. Every change publishes a notice so every instance's
+// route table follows at once, and every step is an event on the domain's timeline (events.ts).
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../config.ts';
 import { HttpError } from '../errors.ts';
-import type { Domain, Project, RedirectStatus, Stores } from '../state/types.ts';
+import type { Domain, DomainHealth, DomainStatus, Project, RedirectStatus, Stores } from '../state/types.ts';
 import { dnsRecords, validateDomainHostname } from './hostname-rules.ts';
-import { verifyDomain, type Resolver } from './verifier.ts';
+import { domainEvent, type DomainEvent } from './events.ts';
+import type { DomainChecks } from './rechecks.ts';
 
 const TAKEOVER_WINDOW_MS = 30 * 86_400_000;
 const REDIRECT_STATUSES: readonly RedirectStatus[] = [301, 302, 307, 308];
+const DOMAIN_STATUSES: readonly DomainStatus[] = ['pending', 'verified', 'failed'];
+const HEALTHS: readonly DomainHealth[] = ['ok', 'misconfigured'];
 
 export interface DomainRegistryDeps {
   config: Config;
   stores: Stores;
-  resolver: Resolver;
-  /** a domain just verified, or asked to try again: certificates plug in here */
-  onVerified?(domain: Domain, reason: 'verify' | 'reverify'): void;
+  /** DNS checks on request and by themselves (they start certificates once a domain verifies) */
+  checks: DomainChecks;
   /** a domain was removed: its certificate goes too */
   onRemoved?(hostname: string): Promise<void>;
 }
 
 /** What the admin API shows of a domain: internal fields stay inside. */
 export function domainView(domain: Domain) {
-  const { accountId: _account, apex: _apex, ownershipToken: _token, redirect, certificate, ...view } = domain;
+  const { accountId: _account, apex: _apex, ownershipToken: _token, recheck: _recheck, redirect, certificate, health, ...view } = domain;
   const { failures: _failures, ...certificateView } = certificate;
-  return redirect ? { ...view, certificate: certificateView, redirect } : { ...view, certificate: certificateView };
+  const shown = { ...view, health: health ?? 'ok', certificate: certificateView };
+  return redirect ? { ...shown, redirect } : shown;
 }
 
 export function createDomainRegistry(deps: DomainRegistryDeps) {
@@ -48,24 +52,9 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
   }
 
   async function runVerification(domain: Domain, reason: 'verify' | 'reverify'): Promise<Domain> {
-    const result = await verifyDomain(
-      { hostname: domain.hostname, apex: domain.apex, cnameTarget: config.platform.cnameTarget, caaIdentities: config.acme.caaIdentities, ownershipToken: domain.ownershipToken },
-      deps.resolver,
-    );
-    const current = await stores.domains.get(domain.hostname);
-    if (!current || current.projectId !== domain.projectId) throw new HttpError('not_found', `${domain.hostname} was removed meanwhile.`);
-    const next: Domain = { ...current, diagnostics: result.diagnostics };
-    if (result.verified) {
-      next.status = 'verified';
-      next.verifiedAt ??= new Date().toISOString();
-      const siblings = await stores.domains.listByProject(domain.projectId);
-      if (!siblings.some((d) => d.primary && d.hostname !== domain.hostname) && !next.redirect) next.primary = true;
-    } else if (current.status !== 'verified') {
-      // a verified domain keeps serving through a passing DNS hiccup; a new one waits or fails
-      next.status = result.pending ? 'pending' : 'failed';
-    }
-    const saved = await save(next);
-    if (saved.status === 'verified') deps.onVerified?.(saved, reason);
+    // a verified domain keeps serving through a failed check; a new one waits or fails (checks.ts)
+    const saved = await deps.checks.run(domain, reason);
+    if (!saved) throw new HttpError('not_found', `${domain.hostname} was removed meanwhile.`);
     return saved;
   }
 
@@ -79,6 +68,9 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
       const previous = await stores.domains.previousOwner(checked.hostname);
       const recentlyElsewhere = previous !== null && previous.accountId !== account.id && Date.now() - Date.parse(previous.removedAt) < TAKEOVER_WINDOW_MS;
       const ownershipToken = recentlyElsewhere ? `portico-verify=${randomBytes(16).toString('hex')}` : undefined;
+      const now = Date.now();
+      const createdAt = new Date(now).toISOString();
+      const firstCheck = now + config.domains.pendingRecheckMs;
       const domain: Domain = {
         hostname: checked.hostname,
         projectId: project.id,
@@ -89,16 +81,35 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
         records: dnsRecords(checked, config.platform.cnameTarget, ownershipToken),
         diagnostics: [],
         certificate: { status: 'none' },
-        createdAt: new Date().toISOString(),
+        createdAt,
+        nextCheckAt: new Date(firstCheck).toISOString(),
+        recheck: { since: createdAt, attempts: 0, failuresInRow: 0 },
       };
       if (ownershipToken) domain.ownershipToken = ownershipToken;
-      if ((await stores.domains.create(domain)) === 'taken') {
+      const wanted = domain.records.map((r) => `${r.type} ${r.name} → ${r.value}`).join(', ');
+      const added = domainEvent('added', `Added to project ${project.name}. Create these DNS records: ${wanted}. Portico checks them by itself; nobody needs to press Verify.`, { records: domain.records }, now);
+      if ((await stores.domains.create(domain, added)) === 'taken') {
         const owner = await stores.domains.get(checked.hostname);
         throw new HttpError('conflict', owner?.projectId === project.id ? `${checked.hostname} is already a domain of this project.` : `${checked.hostname} is attached to another project.`);
       }
+      await deps.checks.scheduleFirst(domain);
       return domain;
     },
 
+    /** the project's domains, oldest first, optionally only those with this status and health */
+    async list(project: Project, filters: { status?: string | null; health?: string | null } = {}): Promise<Domain[]> {
+      const { status, health } = filters;
+      if (status && !DOMAIN_STATUSES.includes(status as DomainStatus)) throw new HttpError('invalid_request', `"status" must be one of ${DOMAIN_STATUSES.join(', ')}.`);
+      if (health && !HEALTHS.includes(health as DomainHealth)) throw new HttpError('invalid_request', `"health" must be one of ${HEALTHS.join(', ')}.`);
+      const all = await stores.domains.listByProject(project.id);
+      return all.filter((d) => (!status || d.status === status) && (!health || (d.health ?? 'ok') === health));
+    },
+    get: (project: Project, hostname: string) => domainOf(project, hostname),
+    /** the domain's timeline, oldest first */
+    async events(project: Project, hostname: string): Promise<DomainEvent[]> {
+      const domain = await domainOf(project, hostname);
+      return stores.domains.events(domain.hostname);
+    },
     verify: async (project: Project, hostname: string) => runVerification(await domainOf(project, hostname), 'verify'),
     reverify: async (project: Project, hostname: string) => runVerification(await domainOf(project, hostname), 'reverify'),
 
@@ -142,8 +153,9 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
 
     async remove(project: Project, hostname: string): Promise<void> {
       const domain = await domainOf(project, hostname);
-      await stores.domains.remove(domain.hostname, new Date().toISOString());
+      await stores.domains.remove(domain.hostname, new Date().toISOString(), domainEvent('removed', `Removed from project ${project.name}; it is no longer served.`));
       await changed(domain.hostname);
+      await deps.checks.forget(domain.hostname);
       await deps.onRemoved?.(domain.hostname);
       if (domain.primary) await promoteNextPrimary(project.id);
     },

@@ -22,7 +22,7 @@ import type { Tables } from './embedded.ts';
 import { DomainIndex, indexEntryOf } from './domain-index.ts';
 import { DomainSnapshot, type IndexEntry } from './domain-snapshot.ts';
 import type { CertificateState, Domain, DomainStore } from './types.ts';
-import { appendBounded, type DomainEvent } from '../domains/events.ts';
+import { appendBounded, eventList, type DomainEvent } from '../domains/events.ts';
 
 /** what the body file holds: the domain, its timeline, and (once written with an event) its certificate state */
 type BodyFile = Omit<Domain, 'certificate'> & { certificate?: CertificateState; events?: DomainEvent[] };
@@ -126,7 +126,7 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
       try {
         const earlier = history.get(domain.hostname);
         const kept = earlier?.accountId === domain.accountId ? (earlier.events ?? []) : [];
-        await serial(domain.hostname, () => writeBody(domain, appendBounded(kept, event ? [event] : [])));
+        await serial(domain.hostname, () => writeBody(domain, appendBounded(kept, eventList(event))));
         await rm(fileOf(domain.hostname, 'certificate'), { force: true });
         await setEntry(domain.hostname, indexEntryOf(domain));
       } finally {
@@ -139,13 +139,13 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
         const before = index.get(domain.hostname);
         if (!before) return null;
         const { certificate: _certificate, ...fields } = domain;
-        if (!(await rewrite(domain.hostname, (body) => ({ ...fields, ...(body.certificate ? { certificate: body.certificate } : {}), events: appendBounded(body.events ?? [], event ? [event] : []) })))) return null;
+        if (!(await rewrite(domain.hostname, (body) => ({ ...fields, ...(body.certificate ? { certificate: body.certificate } : {}), events: appendBounded(body.events ?? [], eventList(event)) })))) return null;
         const after = indexEntryOf(domain);
         if (!sameEntry(before, after)) await setEntry(domain.hostname, after);
         return read(domain.hostname);
       }),
     setCertificate: async (hostname, certificate, event) => {
-      if (!event) {
+      if (eventList(event).length === 0) {
         // no event: the certificate file alone, unless the body file already holds the state
         await serial(hostname, async () => {
           if (!index.get(hostname)) return;
@@ -155,7 +155,7 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
         });
         return;
       }
-      await serial(hostname, () => rewrite(hostname, (body) => ({ ...body, certificate, events: appendBounded(body.events ?? [], [event]) })));
+      await serial(hostname, () => rewrite(hostname, (body) => ({ ...body, certificate, events: appendBounded(body.events ?? [], eventList(event)) })));
     },
     appendEvent: async (hostname, event) => {
       await serial(hostname, () => rewrite(hostname, (body) => ({ ...body, events: appendBounded(body.events ?? [], [event]) })));
@@ -168,7 +168,7 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
       const domain = await read(hostname);
       if (!domain) return null;
       const timeline = await serial(hostname, async () => (await readJson<BodyFile>(fileOf(hostname, 'domain')))?.events ?? []);
-      await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at, events: appendBounded(timeline, event ? [event] : []) } satisfies History);
+      await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at, events: appendBounded(timeline, eventList(event)) } satisfies History);
       await setEntry(hostname, null);
       await Promise.all([rm(fileOf(hostname, 'domain'), { force: true }), rm(fileOf(hostname, 'certificate'), { force: true })]);
       return domain;

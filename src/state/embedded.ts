@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { AppendLog } from './append-log.ts';
 import { openEmbeddedDomains } from './embedded-domains.ts';
+import { openEmbeddedSchedule } from './embedded-schedule.ts';
 import type { Account, ApiKey, Category, Environment, Project, Stores } from './types.ts';
 
 type LogRecord =
@@ -112,6 +113,7 @@ export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptio
     throw err;
   }
   const { domains } = embeddedDomains;
+  const schedule = openEmbeddedSchedule(dataDir);
   const handlers: Array<(topic: string) => void> = [];
 
   return {
@@ -196,9 +198,10 @@ export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptio
         handlers.push(handler);
       },
     },
+    schedule,
     health: async () => 'ok',
     close: async () => {
-      await Promise.all([tables.close(), embeddedDomains.close()]);
+      await Promise.all([tables.close(), embeddedDomains.close(), schedule.close()]);
       releaseLock();
     },
   };

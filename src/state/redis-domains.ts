@@ -6,7 +6,7 @@
 // MAX_DOMAIN_EVENTS); an event is pushed by the same script or transaction as the change it describes.
 import type { Redis } from 'ioredis';
 import { openRedisRouteIndex, SET_ROUTE, SET_ROUTE_KEYS, type RedisRouteIndex } from './redis-routes.ts';
-import { MAX_DOMAIN_EVENTS, type DomainEvent } from '../domains/events.ts';
+import { eventList, MAX_DOMAIN_EVENTS, type DomainEvent, type EventsToWrite } from '../domains/events.ts';
 import { routeOf, type Domain, type DomainRoute, type DomainStatus, type DomainStore, type Project, type ProjectStore } from './types.ts';
 
 const HISTORY_SECONDS = 31 * 86_400;
@@ -35,24 +35,25 @@ local function setStatus(KEYS, ARGV)${SET_STATUS}
 end
 setRoute({KEYS[2], KEYS[3], KEYS[4]}, {ARGV[2], ARGV[3]})
 setStatus({KEYS[5], KEYS[6]}, {ARGV[2], ARGV[4]})
-if ARGV[5] ~= '' then
-  redis.call('RPUSH', KEYS[7], ARGV[5])
+if #ARGV >= 5 then
+  redis.call('RPUSH', KEYS[7], unpack(ARGV, 5))
   redis.call('LTRIM', KEYS[7], -${MAX_DOMAIN_EVENTS}, -1)
 end
 return 1`;
 
-// Appends ARGV[2] (an event, or nothing when '') to the timeline KEYS[3] and sets KEYS[2] to ARGV[1]
-// (or nothing when ''), only while the domain KEYS[1] exists.
+// Appends ARGV[2…] (events) to the timeline KEYS[3] and sets KEYS[2] to ARGV[1] (or nothing when
+// ''), only while the domain KEYS[1] exists.
 const SET_IF_EXISTS = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if ARGV[1] ~= '' then redis.call('SET', KEYS[2], ARGV[1]) end
-if ARGV[2] ~= '' then
-  redis.call('RPUSH', KEYS[3], ARGV[2])
+if #ARGV >= 2 then
+  redis.call('RPUSH', KEYS[3], unpack(ARGV, 2))
   redis.call('LTRIM', KEYS[3], -${MAX_DOMAIN_EVENTS}, -1)
 end
 return 1`;
 
 const eventsKey = (hostname: string) => `portico:domain-events:${hostname}`;
+const eventTexts = (events: EventsToWrite) => eventList(events).map((e) => JSON.stringify(e));
 
 type Call = <T>(run: () => Promise<T>) => Promise<T>;
 
@@ -64,7 +65,7 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
   client.defineCommand('porticoSetStatus', { numberOfKeys: 2, lua: SET_STATUS });
   client.defineCommand('porticoUpdateDomain', { numberOfKeys: 7, lua: UPDATE_DOMAIN });
   const scripts = client as unknown as {
-    porticoSetIfExists(exists: string, key: string, events: string, value: string, event: string): Promise<number>;
+    porticoSetIfExists(exists: string, key: string, events: string, value: string, ...event: string[]): Promise<number>;
     porticoUpdateDomain(...args: Array<string>): Promise<number>;
   };
   const routeIndex = openRedisRouteIndex(client, call);
@@ -118,10 +119,10 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
         return (await readDomains(hostnames)).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
       },
       setCertificate: async (hostname, certificate, event) => {
-        await write(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), JSON.stringify(certificate), event ? JSON.stringify(event) : ''));
+        await write(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), JSON.stringify(certificate), ...eventTexts(event)));
       },
       appendEvent: async (hostname, event) => {
-        await call(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), '', JSON.stringify(event)));
+        await write(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), '', JSON.stringify(event)));
       },
       events: async (hostname) => {
         const texts = await call(() => client.lrange(eventsKey(hostname), 0, -1));
@@ -137,14 +138,14 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
         // a timeline left by the same account continues; another account's is not theirs to read
         if (earlier?.accountId === domain.accountId) timeline.persist(eventsKey(domain.hostname));
         else timeline.del(eventsKey(domain.hostname));
-        if (event) timeline.rpush(eventsKey(domain.hostname), JSON.stringify(event)).ltrim(eventsKey(domain.hostname), -MAX_DOMAIN_EVENTS, -1);
+        if (eventList(event).length > 0) timeline.rpush(eventsKey(domain.hostname), ...eventTexts(event)).ltrim(eventsKey(domain.hostname), -MAX_DOMAIN_EVENTS, -1);
         await write(() => timeline.porticoSetStatus(...STATUS_KEYS, domain.hostname, domain.status).sadd(`portico:project:${domain.projectId}:domains`, domain.hostname).exec());
         return null;
       },
       update: async (domain, event) => {
         const route = routeOf(domain);
         const done = await write(() =>
-          scripts.porticoUpdateDomain(`portico:domain:${domain.hostname}`, ...SET_ROUTE_KEYS, ...STATUS_KEYS, eventsKey(domain.hostname), JSON.stringify(domain), domain.hostname, route ? JSON.stringify(route) : '', domain.status, event ? JSON.stringify(event) : ''),
+          scripts.porticoUpdateDomain(`portico:domain:${domain.hostname}`, ...SET_ROUTE_KEYS, ...STATUS_KEYS, eventsKey(domain.hostname), JSON.stringify(domain), domain.hostname, route ? JSON.stringify(route) : '', domain.status, ...eventTexts(event)),
         );
         if (done === 0) return null;
         routeIndex.applyLocal(domain.hostname, route);
@@ -154,7 +155,7 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
         const [domain] = await readDomains([hostname]);
         if (!domain) return null;
         const timeline = multi();
-        if (event) timeline.rpush(eventsKey(hostname), JSON.stringify(event)).ltrim(eventsKey(hostname), -MAX_DOMAIN_EVENTS, -1);
+        if (eventList(event).length > 0) timeline.rpush(eventsKey(hostname), ...eventTexts(event)).ltrim(eventsKey(hostname), -MAX_DOMAIN_EVENTS, -1);
         await write(() =>
           timeline
             .porticoSetRoute(...SET_ROUTE_KEYS, hostname, '')

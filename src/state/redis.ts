@@ -9,6 +9,7 @@ import { connectRedis as connectTopology, type RedisConnectOptions, type RedisCo
 import { parseRedisUrl } from './redis-url.ts';
 import { stateUnavailable, type Account, type ApiKey, type Category, type Environment, type Stores } from './types.ts';
 import { openRedisDomainStores } from './redis-domains.ts';
+import { openRedisSchedule } from './redis-schedule.ts';
 import { Cache } from './redis-cache.ts';
 
 const CHANNEL = 'portico:invalidate';
@@ -212,6 +213,7 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     },
     projects,
     domains,
+    schedule: openRedisSchedule(client, call, write),
     events: {
       publish: async (topic) => {
         await call(() => client.publish(CHANNEL, topic));

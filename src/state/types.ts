@@ -8,7 +8,8 @@
 // - backend failures reject with an Error whose `code` is 'STATE_UNAVAILABLE'.
 import type { Plan } from '../config.ts';
 import type { Limit } from '../ratelimit/limiter.ts';
-import type { DomainEvent } from '../domains/events.ts';
+import type { DomainEvent, EventsToWrite } from '../domains/events.ts';
+import type { ScheduleStore } from './schedule.ts';
 
 export type Environment = 'production' | 'staging';
 export const ENVIRONMENTS: readonly Environment[] = ['production', 'staging'];
@@ -154,9 +155,10 @@ export interface ProjectStore {
 }
 
 /**
- * Domains. Every write method takes an optional `event` (src/domains/events.ts): it is appended to the
- * domain's timeline in the same atomic step as the change it describes, or not at all (the domain
- * was gone). The timeline keeps the newest MAX_DOMAIN_EVENTS (200) events.
+ * Domains. Every write method takes an optional `event` (src/domains/events.ts; one, or an array
+ * written in order): it is appended to the domain's timeline in the same atomic step as the change
+ * it describes, or not at all (the domain was gone). The timeline keeps the newest
+ * MAX_DOMAIN_EVENTS (200) events.
  */
 export interface DomainStore {
   get(hostname: string): Promise<Domain | null>;
@@ -165,14 +167,14 @@ export interface DomainStore {
    * claims the hostname atomically; 'taken' when any project has it already. The timeline starts
    * with `event`; a timeline the same account left behind on removal (within 31 days) continues.
    */
-  create(domain: Domain, event?: DomainEvent): Promise<'taken' | null>;
+  create(domain: Domain, event?: EventsToWrite): Promise<'taken' | null>;
   /** replaces the domain, except its `certificate` (see setCertificate); null when it is gone */
-  update(domain: Domain, event?: DomainEvent): Promise<Domain | null>;
+  update(domain: Domain, event?: EventsToWrite): Promise<Domain | null>;
   /**
    * The certificate state alone, kept apart from the rest of the domain so the certificate manager
    * and owner changes (redirects, primary, HSTS) never overwrite each other. No-op for an unknown domain.
    */
-  setCertificate(hostname: string, certificate: CertificateState, event?: DomainEvent): Promise<void>;
+  setCertificate(hostname: string, certificate: CertificateState, event?: EventsToWrite): Promise<void>;
   /** appends one event for a step that changes nothing else; no-op for an unknown domain */
   appendEvent(hostname: string, event: DomainEvent): Promise<void>;
   /** the domain's timeline, oldest first; [] for an unknown domain */
@@ -182,7 +184,7 @@ export interface DomainStore {
    * ending with `event`, is kept with that memory for 31 days and continues if the same account adds
    * the hostname again; it is dropped when another account does.
    */
-  remove(hostname: string, at: string, event?: DomainEvent): Promise<Domain | null>;
+  remove(hostname: string, at: string, event?: EventsToWrite): Promise<Domain | null>;
   /** the last account that had this hostname, and when it was removed */
   previousOwner(hostname: string): Promise<{ accountId: string; removedAt: string } | null>;
   /** the route of a served (verified) domain, read from the backend; null when it is not served */
@@ -221,6 +223,8 @@ export interface Stores {
   projects: ProjectStore;
   domains: DomainStore;
   events: Events;
+  /** due times of background work: domain checks, queued orders, renewals (schedule.ts) */
+  schedule: ScheduleStore;
   /** 'ok', or 'down' when the shared backend cannot be reached */
   health(): Promise<'ok' | 'down'>;
   close(): Promise<void>;

@@ -1,0 +1,90 @@
+// DNS checks of a domain, on request (Verify, Re-verify) and by themselves: the `domain-check` job of
+// the scheduler (scheduler.ts), one per domain, due at the domain's `nextCheckAt`. checks.ts decides
+// what a check's findings do; this file runs the check, stores the outcome with its events in one
+// write, schedules the next one and starts the certificate when the domain has just verified.
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+import type { Domain, Stores } from '../state/types.ts';
+import type { ScheduledJob } from '../state/schedule.ts';
+import { applyCheck, checkResult, checksStopped, type CheckReason, type CheckSettings } from './checks.ts';
+import type { Scheduler } from './scheduler.ts';
+import { verifyDomain, type Resolver } from './verifier.ts';
+
+export const DOMAIN_CHECK = 'domain-check';
+
+export interface CheckContext extends CheckSettings {
+  cnameTarget: string;
+  caaIdentities: readonly string[];
+  resolver: Resolver;
+}
+
+export interface DomainChecksDeps {
+  stores: Stores;
+  scheduler: Scheduler;
+  /** read at each check, so a reload's resolvers and intervals apply to the next one */
+  context(): CheckContext;
+  metrics: Metrics;
+  log: Logger;
+  /** a domain just verified (or asked to try again): certificates plug in here */
+  onVerified?(domain: Domain, reason: 'verify' | 'reverify'): void;
+  now?: () => number;
+}
+
+export function createDomainChecks(deps: DomainChecksDeps) {
+  const { stores, scheduler, metrics, log } = deps;
+  const now = deps.now ?? Date.now;
+
+  /**
+   * Checks DNS now and stores what it found (diagnostics, status, health, the next check) with the
+   * events describing it. Null when the domain was removed meanwhile.
+   */
+  async function run(domain: Domain, reason: CheckReason, { schedule = true } = {}): Promise<Domain | null> {
+    const context = deps.context();
+    const result = await verifyDomain(
+      { hostname: domain.hostname, apex: domain.apex, cnameTarget: context.cnameTarget, caaIdentities: context.caaIdentities, ownershipToken: domain.ownershipToken },
+      context.resolver,
+    );
+    metrics.domainChecks.inc({ result: checkResult(result) });
+    // re-read after the slow step (DNS), so a concurrent owner change is not overwritten
+    const current = await stores.domains.get(domain.hostname);
+    if (!current || current.projectId !== domain.projectId) return null;
+    const outcome = applyCheck(current, result, reason, context, now());
+    if (outcome.domain.status === 'verified' && !outcome.domain.redirect && !outcome.domain.primary) {
+      const siblings = await stores.domains.listByProject(domain.projectId);
+      if (!siblings.some((d) => d.primary && d.hostname !== domain.hostname)) outcome.domain.primary = true;
+    }
+    const saved = await stores.domains.update(outcome.domain, outcome.events);
+    if (!saved) return null;
+    await stores.events.publish(`domain:${domain.hostname}`);
+    if (schedule) {
+      if (outcome.nextCheckAt === null) await scheduler.cancel(DOMAIN_CHECK, domain.hostname);
+      else await scheduler.at(DOMAIN_CHECK, domain.hostname, outcome.nextCheckAt);
+    }
+    if (saved.status === 'verified' && (reason !== 'recheck' || outcome.verifiedNow)) deps.onVerified?.(saved, reason === 'reverify' ? 'reverify' : 'verify');
+    if (outcome.verifiedNow && reason === 'recheck') log.info({ hostname: domain.hostname }, 'domain verified by an automatic check');
+    return saved;
+  }
+
+  /** the scheduled check: skips a due time the domain no longer holds (at-least-once delivery) */
+  async function onJob(job: ScheduledJob): Promise<number | null> {
+    const domain = await stores.domains.get(job.key);
+    if (!domain || checksStopped(domain)) return null;
+    const due = domain.nextCheckAt ? Date.parse(domain.nextCheckAt) : job.dueAt;
+    if (due > now() + 1000) return due;
+    const saved = await run(domain, 'recheck', { schedule: false });
+    return saved?.nextCheckAt ? Date.parse(saved.nextCheckAt) : null;
+  }
+
+  scheduler.register(DOMAIN_CHECK, onJob);
+
+  return {
+    run,
+    /** the first automatic check of a domain just added (its `nextCheckAt`) */
+    async scheduleFirst(domain: Domain): Promise<void> {
+      if (domain.nextCheckAt) await scheduler.at(DOMAIN_CHECK, domain.hostname, Date.parse(domain.nextCheckAt));
+    },
+    forget: (hostname: string) => scheduler.cancel(DOMAIN_CHECK, hostname),
+  };
+}
+
+export type DomainChecks = ReturnType<typeof createDomainChecks>;
