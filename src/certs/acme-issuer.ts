@@ -116,7 +116,8 @@ interface Trace {
 export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
   const { directoryUrl, email, accountKeys, challenges } = options;
   const backoffMin = options.backoffMin ?? 250;
-  const ca = options.ca === undefined ? undefined : [...tls.getCACertificates('default'), options.ca];
+  // one entry per certificate: OpenSSL reads only the first certificate of each entry
+  const ca = options.ca === undefined ? undefined : [...tls.getCACertificates('default'), ...(options.ca.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [])];
   const traces = new AsyncLocalStorage<Trace>();
   let orderCount = 0;
   let account: Promise<acme.Client> | null = null;

@@ -48,7 +48,8 @@ export interface PebbleOptions {
 export async function startPebble({ httpPort, dnsServer, domainBlocklist, certificateValidityPeriod }: PebbleOptions): Promise<Pebble> {
   const dir = mkdtempSync(path.join(tmpdir(), 'portico-pebble-'));
   const [listenPort, managementPort, tlsPort] = await Promise.all([freePort(), freePort(), freePort()]);
-  const listener = await selfSigned(['localhost', '127.0.0.1'], 2);
+  // a subject of its own: two pebbles' certificates in one trust file must not share a name
+  const listener = await selfSigned([`pebble-${listenPort}.localhost`, 'localhost', '127.0.0.1'], 2);
   const caCertFile = path.join(dir, 'cert.pem');
   const keyFile = path.join(dir, 'key.pem');
   writeFileSync(caCertFile, listener.cert);
