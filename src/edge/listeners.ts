@@ -12,6 +12,7 @@ import type { KeyPair } from '../certs/fallback.ts';
 import type { Handler } from './pipeline.ts';
 import { acceptProxyProtocol } from './proxy-protocol.ts';
 import { checkTarget } from './request-target.ts';
+import { serveStreams } from './h2-stream.ts';
 import type { ConnectHandler } from './extended-connect.ts';
 import { sendError } from '../errors.ts';
 import type { Trust } from './client-ip.ts';
@@ -129,6 +130,8 @@ export function createListeners(deps: ListenerDeps): Listeners {
     }
     handlers.edge(req, res);
   });
+  // HTTP/2 streams to a project on Node's core stream API; the others reach 'request' and 'connect'
+  serveStreams(https, () => handlers.edge.stream);
   // HTTP/1.1 Upgrade (WebSocket) requests on the HTTPS listener
   https.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     if (checkTarget(req) !== null) {

@@ -1,5 +1,8 @@
-// The request pipeline of the HTTPS listener, shared by HTTP/2 and HTTP/1.1 (compat API).
+// The request pipeline of the HTTPS listener, shared by HTTP/2 and HTTP/1.1 (compat API), and its
+// HTTP/2 fast path: a project's requests over HTTP/2 served on Node's core stream API (h2-stream.ts,
+// proxy/forward-h2.ts) with the same routing, 421, HSTS, metrics and access line.
 import type { TLSSocket } from 'node:tls';
+import type { Http2Session, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Hsts } from '../state/types.ts';
@@ -14,10 +17,14 @@ import type { Request } from '../api/body.ts';
 import { clientIp, type Trust } from './client-ip.ts';
 import { proxiedAddress } from './proxy-protocol.ts';
 import { notFoundPage, notDeployedPage, sendPage } from './pages.ts';
+import type { StreamHandler } from './h2-stream.ts';
+import type { StreamContext } from '../proxy/forward-h2.ts';
 
 export interface ProjectProxy {
   web(req: Request, res: Response, upstream: string, ctx: ProxyContext): Promise<void>;
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: string, ctx: ProxyContext): void;
+  /** an HTTP/2 request on Node's core stream API (proxy/forward-h2.ts); never rejects */
+  stream?(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, upstream: string, ctx: StreamContext): Promise<void>;
 }
 
 export interface EdgeDeps {
@@ -31,7 +38,8 @@ export interface EdgeDeps {
   trust: Trust;
 }
 
-export type Handler = (req: Request, res: Response) => void;
+/** `stream`: the HTTP/2 fast path, for the listener's serveStreams() (h2-stream.ts) */
+export type Handler = ((req: Request, res: Response) => void) & { stream?: StreamHandler };
 
 // The order of operations for one request on the HTTPS listener:
 // 1. hostname from Host (HTTP/1.1) or :authority (HTTP/2), normalised;
@@ -60,7 +68,7 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
   };
   // the client IP of HTTP/1.1 connections whose requests carry no X-Forwarded-For
   const peers = new WeakMap<object, string>();
-  return (req, res) => {
+  const handler: Handler = (req, res) => {
     const started = performance.now();
     const hostname = hostnameOf(req.headers.host ?? (req.headers[':authority'] as string | undefined));
     const socket = req.socket as TLSSocket;
@@ -132,7 +140,49 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
     }
     sendPage(res, 404, notFoundPage(hostname));
   };
+
+  // HTTP/2 requests to a project's hostname, the bulk of a browser's traffic, on the core stream API.
+  // Everything else (the API, redirects, 404 and 421 pages, CONNECT, `Expect`) is declined before any
+  // work and goes through the compatibility layer to the handler above.
+  const sessionPeers = new WeakMap<Http2Session, string>();
+  handler.stream = (stream, headers, flags) => {
+    const proxyStream = deps.proxy.stream;
+    const session = stream.session;
+    if (proxyStream === undefined || session === undefined || headers[':method'] === 'CONNECT' || headers.expect !== undefined) return false;
+    const hostname = hostnameOf((headers.host ?? headers[':authority']) as string | undefined);
+    const socket = session.socket as TLSSocket;
+    if (misdirected(socket, hostname)) return false;
+    const route = routes.resolve(hostname);
+    if (route.kind !== 'project') return false;
+    const started = performance.now();
+    const forwardedFor = headers['x-forwarded-for'];
+    let ip = forwardedFor === undefined ? sessionPeers.get(session) : undefined;
+    if (ip === undefined) {
+      ip = clientIpOf(socket, forwardedFor, trust);
+      if (forwardedFor === undefined) sessionPeers.set(session, ip);
+    }
+    const clientIp = ip;
+    const method = headers[':method'];
+    // a visitor resetting the stream must never become an uncaught 'error'
+    stream.on('error', ignore);
+    // as the compatibility layer's 'finish': once the stream is over, reset or not (200 when nothing was sent)
+    stream.once('close', () => {
+      const ms = performance.now() - started;
+      const status = (stream.sentHeaders?.[':status'] as number | undefined) ?? 200;
+      recordAnswer('project', method, status, ms / 1000);
+      if (access) {
+        const url = headers[':path'] ?? '/';
+        const q = url.indexOf('?');
+        access({ method, hostname, path: q === -1 ? url : url.slice(0, q), route: 'project', status, durationMs: Math.round(ms * 10) / 10, clientIp, protocol: '2.0', accountId: undefined });
+      }
+    });
+    void proxyStream(stream, headers, flags, route.upstream, { clientIp, hostname, hsts: route.hsts ? hstsHeader(route.hsts) : undefined });
+    return true;
+  };
+  return handler;
 }
+
+const ignore = () => undefined;
 
 /** WebSocket (HTTP/1.1 Upgrade) on the HTTPS listener: only a project's hostnames pass through. */
 export function createUpgradeHandler(deps: EdgeDeps): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {

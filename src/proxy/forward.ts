@@ -5,7 +5,7 @@ import type { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError, type Response } from '../errors.ts';
 import type { Request } from '../api/body.ts';
-import { createHttp1Client, UpstreamError, type Sink, type UpstreamErrorKind } from './http1-client.ts';
+import { createHttp1Client, UpstreamError, type Http1Client, type Sink, type UpstreamErrorKind } from './http1-client.ts';
 
 export type { UpstreamErrorKind };
 
@@ -27,6 +27,8 @@ export interface Forwarder {
    * so one forwarder shared by several callers counts each failure once, under the caller's name.
    */
   forward(req: Request, res: Response, target: Target, extra: Record<string, string>, drop?: ReadonlySet<string>, report?: (kind: UpstreamErrorKind) => void): Promise<void>;
+  /** the upstream pool, shared with HTTP/2 streams forwarded on Node's core API (forward-h2.ts) */
+  readonly client: Http1Client;
   close(): Promise<void>;
 }
 
@@ -91,6 +93,7 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
         res.off('close', onClose);
       }
     },
+    client,
     close: async () => client.close(),
   };
 }

@@ -19,6 +19,7 @@ import type { ProxyServer } from 'http-proxy-3';
 import { HttpError } from '../errors.ts';
 import { sendPage, upstreamTimeoutPage, upstreamUnreachablePage } from '../edge/pages.ts';
 import { connectionTokens, isHopByHop, type Forwarder, type Target, type UpstreamErrorKind } from './forward.ts';
+import { proxyStream, type StreamContext } from './forward-h2.ts';
 import { bridgeWebSocket } from './websocket-h2.ts';
 
 export interface ProxyContext {
@@ -31,6 +32,8 @@ export interface ProxyContext {
 export interface ProjectProxy {
   /** forwards one request to `upstream` (an origin URL, maybe with a base path); answers 502/504 HTML pages on failure */
   web(req: Http2ServerRequest | IncomingMessage, res: Http2ServerResponse | ServerResponse, upstream: string, ctx: ProxyContext): Promise<void>;
+  /** an HTTP/2 request on Node's core stream API, the same rules as web() (forward-h2.ts); never rejects */
+  stream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, upstream: string, ctx: StreamContext): Promise<void>;
   /** HTTP/1.1 Upgrade (WebSocket) — to be wired on the HTTPS server's 'upgrade' event */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: string, ctx: ProxyContext): void;
   /** a WebSocket over HTTP/2 (extended CONNECT, RFC 8441), bridged to an HTTP/1.1 upgrade (websocket-h2.ts) */
@@ -110,6 +113,10 @@ export function createProjectProxy(forwarder: Forwarder, options: ProjectProxyOp
         const timeout = err.code === 'gateway_timeout';
         sendPage(res, err.status, timeout ? upstreamTimeoutPage(ctx.hostname) : upstreamUnreachablePage(ctx.hostname));
       }
+    },
+
+    stream(stream, headers, flags, upstream, ctx) {
+      return proxyStream(forwarder.client, stream, headers, flags, upstream, ctx, options.onError);
     },
 
     upgrade(req, socket, head, upstream, ctx) {

@@ -1,0 +1,164 @@
+// A project's HTTP/2 requests forwarded on Node's core stream API: the request's headers object as the
+// 'stream' event gives it, one respond() with a plain headers object, the upstream body written
+// straight into the stream. Node's compatibility layer (Http2ServerRequest/Response, a socket proxy,
+// per-response header maps and their listeners) cost more CPU per HTTP/2 request than the rest of
+// the proxy, most of it as garbage collection (docs/performance.md, "HTTP/2").
+//
+// The rules are forward.ts's, for an HTTP/2 visitor:
+// - what goes up: the visitor's fields minus pseudo-headers (RFC 9113 §8.3), hop-by-hop fields
+//   (RFC 9110 §7.6.1), Content-Length and Expect (the client frames the body), and any `Forwarded`,
+//   `X-Forwarded-*` or `X-Real-IP` the visitor sent; Portico's X-Forwarded-For/-Proto/-Host added;
+// - what comes back: the upstream's fields minus hop-by-hop ones and those its Connection field
+//   names (HTTP/2 forbids them, RFC 9113 §8.2.2); Transfer-Encoding and the upstream's
+//   Content-Length never pass as they are: Portico writes content-length itself when the head says
+//   how long the body is; HSTS is Portico's unless the upstream sent its own;
+// - flow control end to end: a full stream (the visitor's window is shut, or it reads slowly) makes
+//   write() return false, and the upstream connection stops being read until 'drain';
+// - the visitor resets the stream: the upstream request is aborted; refused → 502, silent → 504
+//   (HTML pages); an upstream failing mid-answer resets the stream (INTERNAL_ERROR), the only
+//   honest signal once a status went out.
+import http2, { type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import type { Readable } from 'node:stream';
+import { connectionTokens, isHopByHop } from './forward.ts';
+import { UpstreamError, type Http1Client, type Sink, type UpstreamErrorKind } from './http1-client.ts';
+import { targetOf } from './project-proxy.ts';
+import { upstreamTimeoutPage, upstreamUnreachablePage } from '../edge/pages.ts';
+import { errorBody } from '../errors.ts';
+
+export interface StreamContext {
+  clientIp: string;
+  hostname: string;
+  /** Strict-Transport-Security for the answer (the upstream's own wins), or undefined */
+  hsts: string | undefined;
+}
+
+const { NGHTTP2_FLAG_END_STREAM, NGHTTP2_INTERNAL_ERROR } = http2.constants;
+const NO_TOKENS: ReadonlySet<string> = new Set();
+// origin-form as targetOf() builds it: no whitespace or control character may reach the request line
+const REQUEST_TARGET = /^\/[^\s\x00-\x1f\x7f]*$/;
+const DIGITS = /^\d{1,15}$/;
+const UNSAFE_VALUE = /[\r\n\0]/;
+
+/**
+ * Forwards one HTTP/2 stream to `upstream` and streams the answer back; answers 502/504 pages when
+ * the upstream fails before its head. Resolves when the exchange is over; never rejects.
+ */
+export async function proxyStream(client: Http1Client, stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, upstream: string, ctx: StreamContext, onError: (kind: UpstreamErrorKind) => void): Promise<void> {
+  let origin: string;
+  let path: string;
+  try {
+    ({ origin, path } = targetOf(upstream, headers[':path']));
+  } catch {
+    onError('other');
+    respond(stream, 502, upstreamUnreachablePage(ctx.hostname), HTML, ctx.hsts);
+    return;
+  }
+  const method = headers[':method'] ?? 'GET';
+  if (!REQUEST_TARGET.test(path) || UNSAFE_VALUE.test(ctx.hostname) || UNSAFE_VALUE.test(ctx.clientIp)) {
+    respond(stream, 400, JSON.stringify(errorBody('invalid_request', 'The request target is not valid.')), 'application/json; charset=utf-8', ctx.hsts);
+    return;
+  }
+  // END_STREAM on the request's HEADERS frame: there is no body, whatever the method
+  const declared = headers['content-length'];
+  const hasBody = (flags & NGHTTP2_FLAG_END_STREAM) === 0 && ((method !== 'GET' && method !== 'HEAD') || declared !== undefined);
+  const bodyLength = hasBody && typeof declared === 'string' && DIGITS.test(declared) ? Number(declared) : undefined;
+  const call = client.request(origin, {
+    head: `${method} ${path} HTTP/1.1\r\n${requestLines(headers, ctx)}`,
+    method,
+    body: hasBody && bodyLength !== 0 ? (stream as Readable) : null,
+    bodyLength,
+    onHead: (status, fields, connection) => respondHead(stream, status, fields, connection, ctx.hsts),
+  });
+  // the visitor reset the stream (or the session went away) before the answer was written in full
+  const onClose = () => {
+    if (!stream.writableEnded) call.abort();
+  };
+  stream.once('close', onClose);
+  try {
+    await call.done;
+  } catch (err) {
+    const kind = err instanceof UpstreamError ? err.kind : 'other';
+    onError(kind);
+    if (!call.answered) respond(stream, kind === 'timeout' ? 504 : 502, kind === 'timeout' ? upstreamTimeoutPage(ctx.hostname) : upstreamUnreachablePage(ctx.hostname), HTML, ctx.hsts);
+    else if (!stream.destroyed && !stream.writableFinished) stream.close(NGHTTP2_INTERNAL_ERROR);
+  } finally {
+    stream.off('close', onClose);
+  }
+}
+
+/** The request's header lines for the upstream (see the rules at the top); Host is the client's to write. */
+function requestLines(incoming: IncomingHttpHeaders, ctx: StreamContext): string {
+  let lines = '';
+  const named = incoming.connection === undefined ? NO_TOKENS : connectionTokens(incoming.connection);
+  for (const name in incoming) {
+    const value = incoming[name];
+    if (value === undefined || name.charCodeAt(0) === 58 || name === 'content-length' || name === 'expect' || isHopByHop(name) || named.has(name) || isClientForwarded(name)) continue;
+    if (typeof value === 'string') lines += `${name}: ${value}\r\n`;
+    else for (const one of value) lines += `${name}: ${one}\r\n`;
+  }
+  return `${lines}x-forwarded-for: ${ctx.clientIp}\r\nx-forwarded-proto: https\r\nx-forwarded-host: ${ctx.hostname}\r\n`;
+}
+
+function isClientForwarded(name: string): boolean {
+  // 'f' and 'x' first: nearly every field is neither
+  const c = name.charCodeAt(0);
+  if (c === 102) return name === 'forwarded';
+  if (c !== 120) return false;
+  return name === 'x-real-ip' || name.startsWith('x-forwarded-');
+}
+
+/** The upstream's head as the stream's HEADERS frame; the sink its body goes to. */
+function respondHead(stream: ServerHttp2Stream, status: number, fields: string[], connection: string, hsts: string | undefined): Sink {
+  // the visitor left meanwhile: the 'close' listener aborts the exchange
+  if (stream.destroyed || stream.closed) return DISCARD;
+  const out: OutgoingHttpHeaders = { ':status': status };
+  const named = connection === '' ? NO_TOKENS : connectionTokens(connection);
+  let length: string | undefined;
+  let encoded = false;
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i];
+    if (name === 'content-length') {
+      length = fields[i + 1];
+      continue;
+    }
+    if (name === 'transfer-encoding') encoded = true;
+    if (isHopByHop(name) || named.has(name)) continue;
+    const value = fields[i + 1];
+    const before = out[name];
+    if (before === undefined) out[name] = value;
+    else if (Array.isArray(before)) before.push(value);
+    else out[name] = [before as string, value];
+  }
+  // the head parser refused a conflicting or invalid Content-Length; with Transfer-Encoding the body
+  // is framed by it (RFC 9112 §6.3), so its length is unknown here
+  if (length !== undefined && !encoded) out['content-length'] = length;
+  if (hsts !== undefined && out['strict-transport-security'] === undefined) out['strict-transport-security'] = hsts;
+  // a HEAD request's stream has ended its writable side already; 204, 205 and 304 carry no body
+  const bodiless = stream.writableEnded || status === 204 || status === 205 || status === 304;
+  stream.respond(out, bodiless ? { endStream: true } : undefined);
+  return bodiless ? DISCARD : stream;
+}
+
+/** A sink for an answer that has no body on the visitor's side. */
+const DISCARD: Sink = {
+  write: () => true,
+  end: () => undefined,
+  once: () => undefined,
+};
+
+const HTML = 'text/html; charset=utf-8';
+
+/** Portico's own answer: a 502/504 page as pages.ts writes it, or an Error body as errors.ts does. */
+function respond(stream: ServerHttp2Stream, status: number, text: string, type: string, hsts: string | undefined): void {
+  if (stream.destroyed || stream.closed || stream.headersSent) return;
+  const body = Buffer.from(text);
+  const out: OutgoingHttpHeaders = { ':status': status, 'content-type': type, 'content-length': body.length };
+  if (type === HTML) out['cache-control'] = 'no-store';
+  if (hsts !== undefined) out['strict-transport-security'] = hsts;
+  if (stream.writableEnded) {
+    stream.respond(out, { endStream: true });
+    return;
+  }
+  stream.respond(out);
+  stream.end(body);
+}
