@@ -162,7 +162,7 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
       update: async (account) => {
         const done = await write(() => client.set(`portico:account:${account.id}`, JSON.stringify(account), 'XX'));
         if (done === null) return null;
-        accountCache.delete(account.id);
+        accountCache.markStale(account.id, true);
         await publish(`account:${account.id}`);
         return account;
       },
@@ -206,7 +206,7 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
           ),
         );
         if (id === 0) return 'full';
-        categoryLists.delete(environment);
+        categoryLists.markStale(environment, true);
         await publish(`categories:${environment}`);
         return { id, ...fields };
       },

@@ -91,10 +91,10 @@ export interface Child {
   kill(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Portico as a real process (`portico serve`), ready once it logs its ports. */
-export async function spawnPortico(env: Record<string, string> = {}): Promise<Child> {
+/** Portico as a real process (`portico serve`, then `args`), ready once it logs its ports. */
+export async function spawnPortico(env: Record<string, string> = {}, args: string[] = []): Promise<Child> {
   const full = baseEnv(env);
-  const child = spawn(process.execPath, [path.join(ROOT, 'src/cli/main.ts'), 'serve'], {
+  const child = spawn(process.execPath, [path.join(ROOT, 'src/cli/main.ts'), 'serve', ...args], {
     env: { ...process.env, ...full },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,0 +1,126 @@
+// Parallel /v1 traffic on several Portico instances while a Redis topology fails over: every answer
+// is counted by status, the longest request is kept, every acknowledged category create is
+// remembered (to check nothing acknowledged was lost), and the write outage is measured per
+// instance from its first failed write to the first write that succeeded after the last failure.
+import https from 'node:https';
+import type { Child } from './portico.ts';
+import { api } from './client.ts';
+
+export interface InstanceReport {
+  /** ms since the traffic started: the first failed write after `markFailover()`, the first success after the last failure */
+  firstFailureMs: number | null;
+  recoveredMs: number | null;
+}
+
+export interface TrafficReport {
+  byStatus: Record<number, number>;
+  /** requests that did not get an answer at all (a socket error) */
+  noAnswer: number;
+  longestMs: number;
+  /** categories answered 201, by id */
+  created: Map<number, string>;
+  instances: InstanceReport[];
+  /** per instance, `ms:status` of every write after markFailover() */
+  timeline: string[][];
+  /** failover → writes work again on every instance, ms (the slowest instance) */
+  outageMs: number | null;
+}
+
+export interface Traffic {
+  /** from now on, failed writes count towards the outage */
+  markFailover(): void;
+  /** resolves once every instance has answered `n` writes in a row with 201 after markFailover(); rejects after `timeoutMs` */
+  recovered(n?: number, timeoutMs?: number): Promise<void>;
+  stop(): Promise<TrafficReport>;
+}
+
+export function startTraffic(instances: Child[], key: string, { readers = 1, writers = 1, label = 'c' } = {}): Traffic {
+  const started = performance.now();
+  const byStatus: Record<number, number> = {};
+  const created = new Map<number, string>();
+  const reports: InstanceReport[] = instances.map(() => ({ firstFailureMs: null, recoveredMs: null }));
+  const streak = instances.map(() => 0);
+  const timeline: string[][] = instances.map(() => []);
+  let failoverAt: number | null = null;
+  let noAnswer = 0;
+  let longestMs = 0;
+  let running = true;
+  let sequence = 0;
+  const agents = instances.map(() => new https.Agent({ keepAlive: true, maxSockets: readers + writers }));
+
+  const timed = async (send: () => Promise<{ status: number; json: unknown }>) => {
+    const t0 = performance.now();
+    try {
+      const answer = await send();
+      byStatus[answer.status] = (byStatus[answer.status] ?? 0) + 1;
+      return answer;
+    } catch {
+      noAnswer++;
+      return null;
+    } finally {
+      longestMs = Math.max(longestMs, performance.now() - t0);
+    }
+  };
+
+  const loops: Promise<void>[] = [];
+  instances.forEach((instance, i) => {
+    const call = (options: Parameters<typeof api>[3]) => api(instance.ports.https, instance.ca, key, { ...options, agent: agents[i] });
+    for (let r = 0; r < readers; r++) {
+      loops.push((async () => {
+        while (running) await timed(() => call({ path: '/v1/categories' }));
+      })());
+    }
+    for (let w = 0; w < writers; w++) {
+      loops.push((async () => {
+        while (running) {
+          const name = `${label}-${i}-${w}-${++sequence}`;
+          const answer = await timed(() => call({ method: 'POST', path: '/v1/categories', json: { name } }));
+          const now = performance.now() - started;
+          if (failoverAt !== null) timeline[i].push(`${Math.round(now)}:${answer?.status ?? 'none'}`);
+          if (answer?.status === 201) {
+            created.set((answer.json as { id: number }).id, name);
+            streak[i]++;
+            if (failoverAt !== null && reports[i].firstFailureMs !== null && reports[i].recoveredMs === null) reports[i].recoveredMs = now;
+          } else {
+            streak[i] = 0;
+            if (failoverAt !== null) {
+              reports[i].firstFailureMs ??= now;
+              reports[i].recoveredMs = null;
+            }
+            // a refused write is answered at once: do not spin
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+        }
+      })());
+    }
+  });
+
+  return {
+    markFailover() {
+      failoverAt = performance.now() - started;
+      streak.fill(0);
+    },
+    async recovered(n = 5, timeoutMs = 30_000) {
+      const deadline = performance.now() + timeoutMs;
+      while (!streak.every((s) => s >= n)) {
+        if (performance.now() > deadline) throw new Error(`writes did not work again on every instance within ${timeoutMs} ms: ${JSON.stringify(byStatus)}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    },
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      for (const agent of agents) agent.destroy();
+      const outages = reports.map((r) => (r.firstFailureMs === null ? 0 : r.recoveredMs === null ? null : r.recoveredMs - r.firstFailureMs));
+      return {
+        byStatus,
+        noAnswer,
+        longestMs,
+        created,
+        instances: reports,
+        timeline,
+        outageMs: outages.includes(null) ? null : Math.max(...(outages as number[])),
+      };
+    },
+  };
+}

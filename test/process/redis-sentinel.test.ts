@@ -1,0 +1,113 @@
+// Two real Portico processes on a real Sentinel topology (DESIGN §8; TOOLCHAIN "Redis topologies"): a
+// primary, two replicas, three sentinels with down-after 1000 ms. Under parallel traffic from both
+// instances the primary is killed with SIGKILL: writes answer 503 with Retry-After meanwhile (never a
+// 500), work again on both instances without a restart, nothing acknowledged is lost and the quota
+// is exact again. Then every Redis is stopped: reads keep answering, a revocation holds.
+import t from 'tap';
+import { spawnPortico, cleanup, type Child } from '../helpers/portico.ts';
+import { api, admin, accountWithKey } from '../helpers/client.ts';
+import { startSentinel } from '../helpers/redis-topology.ts';
+import { startTraffic } from '../helpers/failover-traffic.ts';
+
+const topology = await startSentinel();
+t.teardown(() => topology.stop());
+
+const spawn = async (): Promise<Child> => {
+  // one worker: each instance is one process with one cache, so what it has answered is known
+  const child = await spawnPortico({ PORTICO_REDIS_URL: topology.url }, ['--workers', '1']);
+  t.teardown(async () => {
+    await child.kill('SIGKILL');
+    cleanup(child.env.PORTICO_DATA_DIR, child.env.PORTICO_CERTS_DIR);
+  });
+  return child;
+};
+const [a, b] = await Promise.all([spawn(), spawn()]);
+const on = (instance: Child, key: string, options: Parameters<typeof api>[3] = {}) => api(instance.ports.https, instance.ca, key, options);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+t.test('both instances run on Sentinel and say so', async (t) => {
+  for (const instance of [a, b]) {
+    const ready = await admin(instance.ports.admin, 'GET', '/readyz');
+    t.equal(ready.status, 200);
+    t.match(ready.json, { redis: 'ok', mode: 'sentinel' });
+  }
+});
+
+t.test('a kill -9 of the primary under traffic: 503 meanwhile, then writes again, nothing acknowledged lost', async (t) => {
+  const { key } = await accountWithKey(a.ports.admin, 'enterprise', 'production', { perMinute: 1_000_000, perDay: 10_000_000 });
+  const traffic = startTraffic([a, b], key, { label: 'sentinel' });
+  await sleep(1500);
+  const primary = await topology.primary();
+  traffic.markFailover();
+  await primary.kill();
+  await traffic.recovered();
+  await sleep(500);
+  const report = await traffic.stop();
+  const newPrimary = await topology.primary();
+  t.not(newPrimary.port, primary.port, 'the sentinels promoted a replica');
+
+  t.comment(`answers by status: ${JSON.stringify(report.byStatus)}; no answer: ${report.noAnswer}; longest request ${Math.round(report.longestMs)} ms`);
+  t.comment(`writes failed from the first failure to the first success after the last one: ${report.instances.map((r) => (r.firstFailureMs === null ? 'never' : r.recoveredMs === null ? 'not recovered' : `${Math.round(r.recoveredMs - r.firstFailureMs)} ms`)).join(', ')}`);
+  t.equal(report.byStatus[500] ?? 0, 0, 'no 500');
+  t.equal(report.noAnswer, 0, 'every request got an answer');
+  const fivexx = Object.keys(report.byStatus).map(Number).filter((s) => s >= 500 && s !== 503);
+  t.same(fivexx, [], 'the only 5xx is 503');
+  t.ok(report.created.size > 0, 'categories were created');
+
+  // a create on each instance sends a change notice, so both lists are read again
+  for (const instance of [a, b]) t.equal((await on(instance, key, { method: 'POST', path: '/v1/categories', json: { name: 'after' } })).status, 201);
+  for (const instance of [a, b]) {
+    const list = await on(instance, key, { path: '/v1/categories' });
+    t.equal(list.status, 200, `the list answers (${list.text.slice(0, 200)})`);
+    const ids = new Set((list.json as Array<{ id: number }>).map((c) => c.id));
+    const lost = [...report.created.keys()].filter((id) => !ids.has(id));
+    t.same(lost, [], 'every acknowledged category is still there');
+  }
+});
+
+t.test('the quota is exact across both instances after the failover', async (t) => {
+  const { key } = await accountWithKey(b.ports.admin, 'enterprise', 'production', { perMinute: 50, perDay: 1000 });
+  // the failover limiter probes Redis again within a second of its last failure
+  await sleep(1500);
+  let previous: number | null = null;
+  for (let i = 0; i < 10; i++) {
+    const answer = await on(i % 2 ? a : b, key, { path: '/v1/categories' });
+    t.equal(answer.status, 200);
+    const remaining = Number(answer.headers['x-ratelimit-remaining']);
+    if (previous !== null) t.equal(remaining, previous - 1, 'one shared counter');
+    previous = remaining;
+  }
+});
+
+t.test('Redis stopped entirely: reads answer from what each instance saw; a revoked key stays refused', async (t) => {
+  const { key, keyId } = await accountWithKey(a.ports.admin, 'enterprise', 'production', { perMinute: 100_000, perDay: 1_000_000 });
+  const spare = await accountWithKey(a.ports.admin, 'enterprise', 'production', { perMinute: 100_000, perDay: 1_000_000 });
+  // both instances know both keys and the list, then each creates a category: the other gets a
+  // change notice for the list it holds (the case where a dropped copy left nothing to answer with)
+  const seen = new Map<Child, number[]>();
+  for (const instance of [a, b]) {
+    t.equal((await on(instance, key, { path: '/v1/categories' })).status, 200);
+    const list = await on(instance, spare.key, { path: '/v1/categories' });
+    t.equal(list.status, 200);
+    seen.set(instance, (list.json as Array<{ id: number }>).map((c) => c.id));
+  }
+  for (const instance of [a, b]) t.equal((await on(instance, key, { method: 'POST', path: '/v1/categories', json: { name: 'last' } })).status, 201);
+  t.equal((await admin(a.ports.admin, 'DELETE', `/admin/keys/${keyId}`)).status < 300, true, 'the key is revoked');
+  await sleep(300);
+  await Promise.all([...topology.nodes, ...topology.sentinels].map((n) => n.kill()));
+
+  for (const instance of [a, b]) {
+    const list = await on(instance, spare.key, { path: '/v1/categories' });
+    t.equal(list.status, 200, `the category list answers from the last copy (${list.text.slice(0, 200)})`);
+    const ids = new Set((list.json as Array<{ id: number }>).map((c) => c.id));
+    t.ok(seen.get(instance)!.every((id) => ids.has(id)), 'with every category this instance had seen');
+    // 401 on the instance that revoked it; the other dropped its copy at the notice and cannot look it up
+    const revoked = await on(instance, key, { path: '/v1/categories' });
+    t.ok(revoked.status === 401 || revoked.status === 503, `the revoked key stays refused (${revoked.status})`);
+    const write = await on(instance, spare.key, { method: 'POST', path: '/v1/categories', json: { name: 'no' } });
+    t.equal(write.status, 503, 'a write answers 503');
+    t.ok(write.headers['retry-after'], 'with Retry-After');
+  }
+  const ready = await admin(a.ports.admin, 'GET', '/readyz');
+  t.match(ready.json, { redis: 'degraded', mode: 'sentinel' });
+});
