@@ -1,0 +1,38 @@
+// The queue is worked through as the budget refills, first verified first, with an injected clock
+// (a refill takes an hour at 3 orders per 3 h) and a real pebble counting the orders.
+import t from 'tap';
+import { startManagerBed } from '../helpers/cert-manager.ts';
+
+t.test('over the limit: queued in verification order, ordered one by one as the bucket refills', async (t) => {
+  const bed = await startManagerBed({ limits: { newOrdersPer3h: 3 } });
+  t.teardown(() => bed.stop());
+  const { manager, stores, pebble, clock } = bed;
+  const hostnames = ['d1', 'd2', 'd3', 'd4', 'd5'].map((label) => `${label}.example.org`);
+  for (const hostname of hostnames) {
+    await bed.addVerified(hostname);
+    clock.ms += 1000;
+    await manager.obtain(hostname, 'verified');
+  }
+  const state = async () => Promise.all(hostnames.map(async (h) => (await stores.domains.get(h))!.certificate));
+  t.equal(pebble.orders(), 3);
+  t.same((await state()).map((c) => c.status), ['issued', 'issued', 'issued', 'queued', 'queued']);
+  t.same((await state()).slice(3).map((c) => c.queuePosition), [1, 2]);
+
+  t.equal(await manager.secureContext('d5.example.org'), null, 'a handshake for a queued name gets the fallback');
+  t.equal(pebble.orders(), 3, 'and does not jump the queue');
+
+  clock.ms += 30 * 60_000;
+  await manager.sweep();
+  t.equal(pebble.orders(), 3, 'half an hour later: nothing refilled yet');
+  clock.ms += 31 * 60_000;
+  await manager.sweep();
+  t.equal(pebble.orders(), 4, 'an hour later: one order');
+  t.same((await state()).map((c) => c.status), ['issued', 'issued', 'issued', 'issued', 'queued'], 'for the first in line');
+  t.equal((await state())[4].queuePosition, 1, 'the next moves up');
+  clock.ms += 61 * 60_000;
+  await manager.sweep();
+  t.equal(pebble.orders(), 5);
+  t.equal((await state())[4].status, 'issued');
+  const events = (await stores.domains.events('d5.example.org')).map((e) => e.type);
+  t.same(events.filter((type) => type !== 'challenge_served'), ['certificate_queued', 'order_placed', 'certificate_issued', 'renewal_scheduled'], 'queued, then ordered, then issued');
+});

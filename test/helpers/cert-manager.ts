@@ -1,0 +1,98 @@
+// The certificate manager in this process against a real pebble, with an injected clock: embedded
+// stores, a plain HTTP server answering HTTP-01 from the challenge store on pebble's validation
+// port, and challtestsrv pointing each added hostname at it. For tests of timing (queue refills,
+// renewal windows) that cannot wait for real hours.
+import http from 'node:http';
+import { readFileSync } from 'node:fs';
+import { startChalltestsrv, type Challtestsrv } from './challtestsrv.ts';
+import { startPebble, type Pebble, type PebbleOptions } from './pebble.ts';
+import { freePort } from './free-port.ts';
+import { tempDir } from './portico.ts';
+import { openEmbeddedStores } from '../../src/state/embedded.ts';
+import { openFileCertStores } from '../../src/certs/file-store.ts';
+import { createIssuing } from '../../src/certs/issuing.ts';
+import { resolveIssuers, type CaLimits, type IssuerInput } from '../../src/certs/issuers.ts';
+import { openFileCaLimits } from '../../src/certs/ca-limits-file.ts';
+import { openFileOrderQueue } from '../../src/certs/order-queue.ts';
+import { createCertificateManager, type CertificateManager } from '../../src/certs/manager.ts';
+import type { StoredCertificate } from '../../src/certs/types.ts';
+import type { RenewalInfo } from '../../src/certs/ari.ts';
+import { systemResolver } from '../../src/domains/verifier.ts';
+import { createRouteTable } from '../../src/routing/route.ts';
+import { loadRoutes } from '../../src/routing/sync.ts';
+import { createMetrics, type Metrics } from '../../src/metrics.ts';
+import { createLogger } from '../../src/log.ts';
+import type { Stores } from '../../src/state/types.ts';
+import type { CertStores } from '../../src/certs/types.ts';
+
+export interface ManagerBed {
+  manager: CertificateManager;
+  stores: Stores;
+  certs: CertStores;
+  pebble: Pebble;
+  dns: Challtestsrv;
+  metrics: Metrics;
+  clock: { ms: number };
+  /** a verified domain of the test project (its DNS points at the challenge server) */
+  addVerified(hostname: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startManagerBed(options: {
+  limits?: Partial<CaLimits>;
+  pebble?: Partial<PebbleOptions>;
+  issuer?: Partial<IssuerInput>;
+  /** stands in for the CA's renewal information (RFC 9773), which pebble 2.4 does not offer */
+  renewalInfo?(stored: StoredCertificate): Promise<(RenewalInfo & { certId: string }) | null>;
+} = {}): Promise<ManagerBed> {
+  const dns = await startChalltestsrv();
+  const httpPort = await freePort();
+  const pebble = await startPebble({ httpPort, dnsServer: dns.dnsServer, ...options.pebble });
+  const dataDir = tempDir('bed-data');
+  const stores = await openEmbeddedStores(dataDir);
+  const certs = openFileCertStores(tempDir('bed-certs'), pebble.directoryUrl);
+  const challenges = http.createServer(async (req, res) => {
+    const answer = await certs.challenges.get((req.url ?? '').split('/').pop() ?? '');
+    res.statusCode = answer ? 200 : 404;
+    res.end(answer ?? '');
+  });
+  await new Promise<void>((r) => challenges.listen(httpPort, '127.0.0.1', r));
+  const clock = { ms: Date.now() };
+  const now = () => clock.ms;
+  await stores.accounts.create({ id: 'acc_1', plan: 'pro', createdAt: new Date().toISOString() });
+  await stores.projects.create({ id: 'prj_1', accountId: 'acc_1', name: 'bed', upstream: 'http://127.0.0.1:9', createdAt: new Date().toISOString() });
+  const routes = createRouteTable(['api.localhost'], [], 'localhost');
+  const metrics = createMetrics();
+  const issuing = createIssuing({
+    issuers: resolveIssuers([{ directory: pebble.directoryUrl, ...options.issuer }], [], options.limits ?? {}),
+    email: null,
+    state: { limits: openFileCaLimits(dataDir), queue: openFileOrderQueue(dataDir), accountKeys: () => certs.accountKey },
+    challenges: certs.challenges,
+    resolver: systemResolver([dns.dnsServer]),
+    ca: readFileSync(pebble.caCertFile, 'utf8'),
+    metrics,
+    now,
+  });
+  const manager = createCertificateManager({
+    stores, certs, ...issuing, ...(options.renewalInfo ? { renewalInfo: options.renewalInfo } : {}),
+    routes, platformDomain: 'localhost', platform: null, log: createLogger('silent'), metrics, now, jitter: () => 0,
+  });
+  return {
+    manager, stores, certs, pebble, dns, metrics, clock,
+    async addVerified(hostname) {
+      await dns.addA(hostname, ['127.0.0.1']);
+      const at = new Date(clock.ms).toISOString();
+      await stores.domains.create({ hostname, projectId: 'prj_1', accountId: 'acc_1', primary: false, status: 'pending', apex: false, records: [], diagnostics: [], certificate: { status: 'none' }, createdAt: at });
+      const domain = (await stores.domains.get(hostname))!;
+      await stores.domains.update({ ...domain, status: 'verified', verifiedAt: at });
+      await loadRoutes(stores, routes);
+    },
+    async stop() {
+      manager.stop();
+      await new Promise((r) => challenges.close(r));
+      await stores.close();
+      await pebble.stop();
+      await dns.stop();
+    },
+  };
+}
