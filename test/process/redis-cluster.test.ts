@@ -1,0 +1,110 @@
+// Two real Portico processes on a real Redis Cluster (DESIGN §8; TOOLCHAIN "Redis topologies"): three
+// primaries with a replica each. One quota across instances, unique category ids under concurrent
+// creates, a revocation seen by the other instance at once; slots moved under traffic with
+// `redis-cli --cluster reshard` cost no request; a kill -9 of the primary owning the busy state slot
+// is followed like a Sentinel failover: 503 with Retry-After meanwhile, nothing acknowledged lost.
+import t from 'tap';
+import { spawnPortico, cleanup, type Child } from '../helpers/portico.ts';
+import { api, admin, accountWithKey } from '../helpers/client.ts';
+import { startCluster } from '../helpers/redis-topology.ts';
+import { startTraffic, type TrafficReport } from '../helpers/failover-traffic.ts';
+import { keySlot } from '../../src/state/redis-slot.ts';
+import { CLUSTER_KEY_PREFIX } from '../../src/state/redis-connect.ts';
+
+const topology = await startCluster();
+t.teardown(() => topology.stop());
+
+const spawn = async (): Promise<Child> => {
+  // one worker: each instance is one process with one cache
+  const child = await spawnPortico({ PORTICO_REDIS_URL: topology.url }, ['--workers', '1']);
+  t.teardown(async () => {
+    await child.kill('SIGKILL');
+    cleanup(child.env.PORTICO_DATA_DIR, child.env.PORTICO_CERTS_DIR);
+  });
+  return child;
+};
+const [a, b] = await Promise.all([spawn(), spawn()]);
+const on = (instance: Child, key: string, options: Parameters<typeof api>[3] = {}) => api(instance.ports.https, instance.ca, key, options);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const STATE_SLOT = keySlot(CLUSTER_KEY_PREFIX);
+const unlimited = { perMinute: 1_000_000, perDay: 10_000_000 };
+
+const describe = (report: TrafficReport) =>
+  `answers by status: ${JSON.stringify(report.byStatus)}; no answer: ${report.noAnswer}; longest request ${Math.round(report.longestMs)} ms`;
+
+t.test('both instances run on the cluster and say so', async (t) => {
+  for (const instance of [a, b]) {
+    const ready = await admin(instance.ports.admin, 'GET', '/readyz');
+    t.equal(ready.status, 200);
+    t.match(ready.json, { redis: 'ok', mode: 'cluster' });
+  }
+});
+
+t.test('one quota, one revocation, shared accounts across instances', async (t) => {
+  const { key, keyId } = await accountWithKey(a.ports.admin, 'enterprise', 'production', { perMinute: 50, perDay: 1000 });
+  let previous: number | null = null;
+  for (let i = 0; i < 10; i++) {
+    const answer = await on(i % 2 ? a : b, key, { path: '/v1/categories' });
+    t.equal(answer.status, 200, 'an account made on A works on B');
+    const remaining = Number(answer.headers['x-ratelimit-remaining']);
+    if (previous !== null) t.equal(remaining, previous - 1, 'one shared counter');
+    previous = remaining;
+  }
+  t.equal((await admin(a.ports.admin, 'DELETE', `/admin/keys/${keyId}`)).status, 204);
+  t.equal((await on(b, key, { path: '/v1/categories' })).status, 401, 'the key revoked on A is refused on B at once');
+});
+
+t.test('slots moved under traffic cost no request', async (t) => {
+  const { key } = await accountWithKey(a.ports.admin, 'enterprise', 'production', unlimited);
+  const traffic = startTraffic([a, b], key, { label: 'reshard' });
+  await sleep(500);
+  const from = await topology.primaryOf(STATE_SLOT);
+  const to = topology.nodes.find((n) => n !== from && topology.nodes.indexOf(n) < 3)!;
+  // redis-cli moves the source's lowest slots first: slots 0 … the state slot, keys and all (the
+  // first primary starts with 0–5460)
+  await topology.reshard(from, to, STATE_SLOT + 1);
+  const moved = (await topology.primaryOf(STATE_SLOT)) === to;
+  await sleep(500);
+  const report = await traffic.stop();
+  t.comment(`${moved ? 'the state slot moved' : 'the state slot stayed'}; ${describe(report)}`);
+  t.equal(report.noAnswer, 0, 'every request got an answer');
+  t.same(Object.keys(report.byStatus).map(Number).filter((s) => s >= 500), [], 'no 5xx');
+  t.equal(report.created.size, report.byStatus[201], 'every create got its own id');
+});
+
+t.test('a kill -9 of the primary owning the state slot under traffic', async (t) => {
+  const { key } = await accountWithKey(b.ports.admin, 'enterprise', 'production', unlimited);
+  const traffic = startTraffic([a, b], key, { label: 'failover' });
+  await sleep(1500);
+  const primary = await topology.primaryOf(STATE_SLOT);
+  traffic.markFailover();
+  await primary.kill();
+  await traffic.recovered();
+  await sleep(500);
+  const report = await traffic.stop();
+  t.not((await topology.primaryOf(STATE_SLOT)).port, primary.port, 'a replica took over the slot');
+  t.comment(describe(report));
+  t.comment(`writes failed from the first failure to the first success after the last one: ${report.instances.map((r) => (r.firstFailureMs === null ? 'never' : r.recoveredMs === null ? 'not recovered' : `${Math.round(r.recoveredMs - r.firstFailureMs)} ms`)).join(', ')}`);
+  t.equal(report.noAnswer, 0, 'every request got an answer');
+  t.same(Object.keys(report.byStatus).map(Number).filter((s) => s >= 500 && s !== 503), [], 'the only 5xx is 503');
+  t.equal(report.created.size, report.byStatus[201], 'every create got its own id');
+
+  for (const instance of [a, b]) t.equal((await on(instance, key, { method: 'POST', path: '/v1/categories', json: { name: 'after' } })).status, 201);
+  for (const instance of [a, b]) {
+    const list = await on(instance, key, { path: '/v1/categories' });
+    t.equal(list.status, 200, `the list answers (${list.text.slice(0, 120)})`);
+    const ids = new Set((list.json as Array<{ id: number }>).map((c) => c.id));
+    t.same([...report.created.keys()].filter((id) => !ids.has(id)), [], 'every acknowledged category is still there');
+  }
+
+  // the quota is exact again once the limiter's breaker lets Redis back in (within a second)
+  const fresh = await accountWithKey(a.ports.admin, 'enterprise', 'production', { perMinute: 50, perDay: 1000 });
+  await sleep(1500);
+  let previous: number | null = null;
+  for (let i = 0; i < 6; i++) {
+    const answer = await on(i % 2 ? a : b, fresh.key, { path: '/v1/categories' });
+    const remaining = Number(answer.headers['x-ratelimit-remaining']);
+    if (previous !== null) t.equal(remaining, previous - 1, 'one shared counter after the failover');
+    previous = remaining;
+  }
+});
