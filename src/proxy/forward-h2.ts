@@ -69,10 +69,10 @@ export async function proxyStream(client: Http1Client, stream: ServerHttp2Stream
     bodyLength,
     onHead: (status, fields, connection) => respondHead(stream, status, fields, connection, ctx.hsts),
   });
-  // the visitor reset the stream (or the session went away) before the answer was written in full
-  const onClose = () => {
-    if (!stream.writableEnded) call.abort();
-  };
+  // the visitor reset the stream (or the session went away) before the answer was written in full.
+  // Not `writableEnded`: Node ends the writable side of a stream the peer reset before 'close'.
+  // An exchange already over ignores abort().
+  const onClose = () => call.abort();
   stream.once('close', onClose);
   try {
     await call.done;
