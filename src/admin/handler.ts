@@ -5,7 +5,7 @@ import type { Config } from '../config.ts';
 import { HttpError, sendError, sendJson } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import type { Domain, Stores } from '../state/types.ts';
+import type { Stores } from '../state/types.ts';
 import { readJsonObject } from '../api/body.ts';
 import { fail } from '../edge/pipeline.ts';
 import { accountView, createAccount, createKey, onlyKeys, revokeKey, updateAccount } from './accounts.ts';
@@ -24,8 +24,6 @@ export interface AdminDeps {
   readiness(): Promise<{ status: number; body: Record<string, string> }>;
   /** re-reads the configuration; rejects with `problems` when it cannot apply */
   reload(): Promise<void>;
-  /** a queued certificate order's place in line (1 = next), null when it is not queued */
-  queuePosition?(hostname: string): Promise<number | null>;
 }
 
 type Params = Record<string, string>;
@@ -38,12 +36,6 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
   const project = (id: string) => getProject(id, stores);
   const expected = createHash('sha256').update(deps.adminToken).digest();
   const body = (req: IncomingMessage, optional = false) => readJsonObject(req, MAX_ADMIN_BODY, { optional });
-  /** the domain object of §5, with the queue position of a queued certificate order */
-  const domainDetail = async (domain: Domain) => {
-    const view = domainView(domain);
-    const queuePosition = view.certificate.status === 'queued' ? await deps.queuePosition?.(domain.hostname) : null;
-    return queuePosition ? { ...view, certificate: { ...view.certificate, queuePosition } } : view;
-  };
 
   const routes: Array<[string, RegExp, AdminOperation]> = [
     ['POST', /^\/admin\/accounts$/, async (req) => ({ status: 201, body: await createAccount(await body(req), stores, config) })],
@@ -83,9 +75,9 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
     ['GET', /^\/admin\/projects\/(?<id>[^/]+)\/domains$/, async (req, { id }) => {
       const query = new URL(req.url ?? '/', 'http://admin').searchParams;
       const list = await domains.list(await project(id), { status: query.get('status'), health: query.get('health') });
-      return { status: 200, body: await Promise.all(list.map((d) => domainDetail(d))) };
+      return { status: 200, body: list.map(domainView) };
     }],
-    ['GET', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)$/, async (_req, { id, hostname }) => ({ status: 200, body: await domainDetail(await domains.get(await project(id), hostname)) })],
+    ['GET', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)$/, async (_req, { id, hostname }) => ({ status: 200, body: domainView(await domains.get(await project(id), hostname)) })],
     ['GET', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)\/events$/, async (_req, { id, hostname }) => ({ status: 200, body: await domains.events(await project(id), hostname) })],
     ['POST', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)\/verify$/, async (req, { id, hostname }) => {
       onlyKeys(await body(req, true), []);

@@ -5,6 +5,7 @@
 import './compile-cache.ts';
 import { parseArgs } from 'node:util';
 import { adminRequest, AdminError } from './admin-client.ts';
+import { DOMAIN_COMMANDS } from './domain-commands.ts';
 
 interface Command {
   usage: string;
@@ -86,7 +87,7 @@ const COMMANDS: Record<string, Command> = {
     positionals: ['PROJECT_ID', 'HOSTNAME'],
     run: async (v, [project, hostname]) => {
       const domain = await adminRequest('POST', `/admin/projects/${encodeURIComponent(project)}/domains`, { hostname });
-      print(v, domain, `${domain.hostname} added (${domain.status}). Create these DNS records at your DNS provider:\n\n${recordsTable(domain.records)}\n\nThen run: portico domains verify ${project} ${domain.hostname}`);
+      print(v, domain, `${domain.hostname} added (${domain.status}). Create these DNS records at your DNS provider:\n\n${recordsTable(domain.records)}\n\nPortico checks them by itself (next check ${domain.nextCheckAt ?? 'soon'}) and orders the certificate once they appear.\nTo check now: portico domains verify ${project} ${domain.hostname}; to follow along: portico domains events ${project} ${domain.hostname}`);
     },
   },
   'domains verify': {
@@ -113,6 +114,7 @@ const COMMANDS: Record<string, Command> = {
       console.log(`${hostname} removed; it is no longer served`);
     },
   },
+  ...DOMAIN_COMMANDS,
   'redirects add': {
     usage: 'portico redirects add PROJECT_ID --from HOSTNAME --to HOSTNAME [--status 301|302|307|308]',
     summary: 'Make a domain of the project redirect to another hostname (same path and query).',

@@ -24,7 +24,7 @@ const hourOf = (ms: number) => Math.floor(ms / HOUR_MS) * HOUR_MS;
 const nameOf = (hour: number) => new Date(hour).toISOString().slice(0, 13);
 const entryKey = (kind: string, key: string, dueAt: number) => `${dueAt} ${kind} ${key}`;
 
-export function openEmbeddedSchedule(dataDir: string, now: () => number = Date.now): ScheduleStore {
+export function openEmbeddedSchedule(dataDir: string): ScheduleStore {
   const dir = path.join(dataDir, 'schedule');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   // hours on disk not read yet, ascending
@@ -35,6 +35,8 @@ export function openEmbeddedSchedule(dataDir: string, now: () => number = Date.n
   const byJob = new Map<string, Set<string>>();
   const heap = new MinHeap();
   const claimed = new Set<string>();
+  // the latest time a claim was made for: the store's only clock (the scheduler's, injected in tests)
+  let seen = -Infinity;
   // appends to one hour's file take turns with its deletion
   let queue: Promise<unknown> = Promise.resolve();
   const serial = <T>(work: () => Promise<T>): Promise<T> => {
@@ -73,7 +75,7 @@ export function openEmbeddedSchedule(dataDir: string, now: () => number = Date.n
   }
 
   function removeIfDone(hour: number): Promise<void> {
-    if (hour + HOUR_MS > now()) return Promise.resolve();
+    if (hour + HOUR_MS > seen) return Promise.resolve();
     return serial(async () => {
       if (outstanding.get(hour) !== 0) return;
       outstanding.delete(hour);
@@ -82,7 +84,7 @@ export function openEmbeddedSchedule(dataDir: string, now: () => number = Date.n
   }
 
   async function loadBegun(): Promise<void> {
-    const current = hourOf(now());
+    const current = hourOf(seen);
     while (waiting.length > 0 && waiting[0] <= current) {
       const hour = waiting.shift()!;
       outstanding.set(hour, outstanding.get(hour) ?? 0);
@@ -128,6 +130,7 @@ export function openEmbeddedSchedule(dataDir: string, now: () => number = Date.n
       for (const k of [...(byJob.get(`${kind} ${key}`) ?? [])]) await drop(k);
     },
     async claim(at, limit) {
+      seen = Math.max(seen, at);
       await loadBegun();
       const out: ScheduledJob[] = [];
       const skipped: Array<[number, string]> = [];
