@@ -164,6 +164,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
 
   // domains look after themselves: one scheduler for background work, its due times in the state backend
   const scheduler = createScheduler({ store: stores.schedule, log });
+  certificates.useScheduler(scheduler);
   let resolver: { servers: string; resolver: Resolver } | null = null;
   const checks = createDomainChecks({
     stores,

@@ -13,8 +13,9 @@ import type { RouteTable } from '../routing/route.ts';
 import { normaliseHostname } from '../routing/hostname.ts';
 import type { Domain, Stores } from '../state/types.ts';
 import { renewAt, type CertStores, type StoredCertificate } from './types.ts';
-import { domainEvent } from '../domains/events.ts';
-import { pickRenewalTime, type RenewalInfo } from './ari.ts';
+import type { RenewalInfo } from './ari.ts';
+import { createRenewals } from './renewal.ts';
+import type { Scheduler } from '../domains/scheduler.ts';
 import type { IssuerChain } from './issuer-chain.ts';
 import type { OrderQueue } from './order-queue.ts';
 import { createOrdering, backoffFor } from './ordering.ts';
@@ -48,6 +49,9 @@ function hashJitter(hostname: string): number {
 
 // the certificate gauges need no fresher figures than this
 const SUMMARY_EVERY_MS = 600_000;
+// the scheduler's job kinds: working through the order queue, and one certificate's renewal
+const QUEUE_JOB = 'acme-queue';
+const RENEWAL_JOB = 'cert-renewal';
 
 export { renewAt, backoffFor };
 
@@ -70,78 +74,51 @@ export function createCertificateManager(options: ManagerOptions) {
   let platformContext = options.platform ? tls.createSecureContext(options.platform) : null;
   const platformSuffix = `.${options.platformDomain}`;
   let timer: NodeJS.Timeout | null = null;
-  let queueTimer: NodeJS.Timeout | null = null;
   let stopped = false;
   let summarisedAt = -Infinity;
-  // certificates with renewal information: when to ask the CA again, or renew (ms). A restart
-  // forgets them; the renewal index still renews them in the last third.
-  const ariDue = new Map<string, number>();
+  // due times of this manager's jobs: on the shared scheduler once useScheduler() is called (one
+  // instance runs each, they survive restarts), else timers in this process (the sweep catches up)
+  let scheduler: Scheduler | null = null;
+  const local = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  const running = new Set<Promise<unknown>>();
+  const jobs: Record<string, (key: string) => Promise<number | null>> = {
+    [QUEUE_JOB]: async () => {
+      await ordering.drainQueue();
+      return (await options.queue.size()) > 0 ? now() + 60_000 : null;
+    },
+    [RENEWAL_JOB]: (hostname) => renewals.run(hostname),
+  };
+  function wake(kind: string, key: string, at: number): void {
+    if (stopped) return;
+    if (scheduler) {
+      scheduler.at(kind, key, at).catch((err) => log.warn({ kind, key, err: (err as Error).message }, 'could not schedule certificate work'));
+      return;
+    }
+    const id = `${kind} ${key}`;
+    const known = local.get(id);
+    if (known && known.at <= at) return;
+    if (known) clearTimeout(known.timer);
+    const timer = setTimeout(() => {
+      local.delete(id);
+      const job = jobs[kind](key).then((next) => { if (next !== null) wake(kind, key, next); }, (err) => log.warn({ kind, key, err: (err as Error).message }, 'certificate work failed'));
+      running.add(job);
+      void job.finally(() => running.delete(job));
+    }, Math.min(Math.max(at - now(), 0) + 20, 2 ** 31 - 1));
+    timer.unref();
+    local.set(id, { at, timer });
+  }
 
   const ordering = createOrdering({
     stores, certs, chain: options.chain, queue: options.queue, log, metrics, now, waitMs,
-    onIssued: (stored) => { void planRenewal(stored).catch((err) => log.warn({ hostname: stored.hostname, err: (err as Error).message }, 'could not plan the renewal')); },
-    onQueueDue: (at) => wakeQueueAt(at),
+    onIssued: (stored) => { void renewals.plan(stored).catch((err) => log.warn({ hostname: stored.hostname, err: (err as Error).message }, 'could not plan the renewal')); },
+    onQueueDue: (at) => wake(QUEUE_JOB, 'all', at),
+    isDue: (stored) => renewals.isDue(stored),
   });
-
-  /** The queue is looked at by `at` (this instance's timer; every sweep looks too). */
-  function wakeQueueAt(at: number): void {
-    if (stopped) return;
-    if (queueTimer) clearTimeout(queueTimer);
-    queueTimer = setTimeout(() => {
-      queueTimer = null;
-      ordering.drainQueue().catch((err) => log.warn({ err: (err as Error).message }, 'could not work through the certificate queue'));
-    }, Math.min(Math.max(at - now(), 0) + 50, 2 ** 31 - 1));
-    queueTimer.unref();
-  }
-
-  /**
-   * When a new certificate renews: at a random moment in the CA's suggested window (RFC 9773 §4.2)
-   * when it offers renewal information, else in the last third of its lifetime. Said on the timeline.
-   */
-  async function planRenewal(stored: StoredCertificate): Promise<void> {
-    const info = await options.renewalInfo?.(stored).catch((err) => {
-      log.warn({ hostname: stored.hostname, err: (err as Error).message }, 'could not fetch renewal information');
-      return null;
-    }) ?? null;
-    let at: number;
-    let message: string;
-    if (info) {
-      at = pickRenewalTime(info.window, now());
-      stored.ari = { renewAt: at, pollAt: info.pollAt, certId: info.certId };
-      await certs.certificates.put(stored);
-      ariDue.set(stored.hostname, Math.min(at, info.pollAt));
-      message = `Renewal planned for ${new Date(at).toISOString()}, inside the window the CA suggests (${new Date(info.window.start).toISOString()} to ${new Date(info.window.end).toISOString()}).`;
-    } else {
-      at = renewAt(stored.notBefore, stored.notAfter, () => jitter(stored.hostname));
-      message = `Renewal planned for ${new Date(at).toISOString()}, in the last third of the certificate's lifetime.`;
-    }
-    await stores.domains.appendEvent(stored.hostname, domainEvent('renewal_scheduled', message, { renewAt: new Date(at).toISOString(), ari: info !== null }, now()));
-  }
-
-  /** A certificate with renewal information: ask the CA again when it said to, renew when the moment comes. */
-  async function checkAri(hostname: string): Promise<void> {
-    const stored = await certs.certificates.get(hostname);
-    if (!stored?.ari) {
-      ariDue.delete(hostname);
-      return;
-    }
-    if (now() >= stored.ari.renewAt) {
-      ariDue.delete(hostname);
-      await ordering.obtain(hostname, 'renewal');
-      return;
-    }
-    const info = await options.renewalInfo?.(stored).catch(() => null);
-    if (info) {
-      const window = info.window;
-      // a new window that no longer holds the picked moment gets a new pick (§4.2)
-      const renewAtNext = stored.ari.renewAt >= window.start && stored.ari.renewAt <= window.end ? stored.ari.renewAt : pickRenewalTime(window, now());
-      stored.ari = { renewAt: renewAtNext, pollAt: info.pollAt, certId: info.certId };
-      await certs.certificates.put(stored);
-    } else {
-      stored.ari = { ...stored.ari, pollAt: now() + 6 * 3_600_000 };
-    }
-    ariDue.set(hostname, Math.min(stored.ari.renewAt, stored.ari.pollAt));
-  }
+  const renewals = createRenewals({
+    stores, certs, ordering, now, log, jitter,
+    ...(options.renewalInfo ? { renewalInfo: options.renewalInfo } : {}),
+    wake: (hostname, at) => wake(RENEWAL_JOB, hostname, at),
+  });
 
   stores.events.subscribe((topic) => {
     // a domain changed (removed, re-verified, new certificate elsewhere): drop what this instance holds
@@ -211,15 +188,13 @@ export function createCertificateManager(options: ManagerOptions) {
       for (const { hostname, notBefore, notAfter } of await certs.certificates.due(now())) {
         // many due at once (a CA outage): let handshakes in between, every 500
         if (++seen % 500 === 0) await new Promise((r) => setImmediate(r));
-        // the jitter is fixed per name, so each sweep agrees on when that name is due; a certificate
-        // with renewal information renews when the CA's window says (checkAri), not here
-        if (now() >= renewAt(notBefore, notAfter, () => jitter(hostname)) && !ariDue.has(hostname)) {
-          const domain = await stores.domains.get(hostname);
-          const next = domain?.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
-          if (next <= now() && domain?.certificate.status !== 'queued') await obtain(hostname, 'renewal');
+        // the jitter is fixed per name, so each sweep agrees on when that name is due; the renewal
+        // job re-reads the certificate (ARI may have moved it) and orders only when it is due
+        if (now() >= renewAt(notBefore, notAfter, () => jitter(hostname))) {
+          const next = await renewals.run(hostname);
+          if (next !== null) wake(RENEWAL_JOB, hostname, next);
         }
       }
-      for (const [hostname, due] of ariDue) if (due <= now()) await checkAri(hostname);
       await ordering.retryDue();
       await ordering.drainQueue();
       await options.refreshLimitMetrics?.().catch(() => undefined);
@@ -246,11 +221,28 @@ export function createCertificateManager(options: ManagerOptions) {
     stop(): void {
       stopped = true;
       if (timer) clearInterval(timer);
-      if (queueTimer) clearTimeout(queueTimer);
+      for (const { timer: t } of local.values()) clearTimeout(t);
+      local.clear();
+    },
+
+    /** Queued orders and renewals run as the scheduler's jobs from now on (due times in the state backend). */
+    useScheduler(shared: Scheduler): void {
+      scheduler = shared;
+      for (const [kind, run] of Object.entries(jobs)) shared.register(kind, (job) => run(job.key));
+      for (const [id, { at, timer: t }] of local) {
+        clearTimeout(t);
+        const [kind, key] = [id.slice(0, id.indexOf(' ')), id.slice(id.indexOf(' ') + 1)];
+        wake(kind, key, at);
+      }
+      local.clear();
     },
 
     /** for tests and metrics */
     cacheSize: () => cache.size,
+    /** resolves once the work this process's own timers started has ended (tests) */
+    async idle(): Promise<void> {
+      while (running.size > 0) await Promise.allSettled([...running]);
+    },
     obtain,
   };
 }

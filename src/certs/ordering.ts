@@ -42,6 +42,8 @@ export interface OrderingOptions {
   onIssued(stored: StoredCertificate): void;
   /** the queue should be looked at again at this time */
   onQueueDue(at: number): void;
+  /** has this certificate's renewal moment come (renewal.ts)? Checked again under the lock */
+  isDue(stored: StoredCertificate): boolean;
 }
 
 export function createOrdering(options: OrderingOptions) {
@@ -97,6 +99,11 @@ export function createOrdering(options: OrderingOptions) {
     const lock = await certs.locks.acquire(`cert:${hostname}`, LOCK_TTL_MS);
     if (!lock) return { certificate: await waitForOther(hostname) };
     try {
+      if (reason === 'renewal' && valid) {
+        // another instance (or the other path: job or sweep) may have renewed it just now
+        const fresh = await certs.certificates.get(hostname);
+        if (fresh && !options.isDue(fresh)) return { certificate: fresh };
+      }
       return await order(domain, valid, reason);
     } finally {
       await certs.locks.release(`cert:${hostname}`, lock).catch(() => undefined);

@@ -98,9 +98,9 @@ export interface CertificateState {
   notAfter?: string;
   lastError?: string;
   nextAttemptAt?: string;
-  /** consecutive failed orders (internal: sets the backoff) */
   /** 1 = next in line behind a CA limit */
   queuePosition?: number;
+  /** consecutive failed orders (internal: sets the backoff) */
   failures?: number;
 }
 
