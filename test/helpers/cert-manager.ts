@@ -15,8 +15,6 @@ import { resolveIssuers, type CaLimits, type IssuerInput } from '../../src/certs
 import { openFileCaLimits } from '../../src/certs/ca-limits-file.ts';
 import { openFileOrderQueue } from '../../src/certs/order-queue.ts';
 import { createCertificateManager, type CertificateManager } from '../../src/certs/manager.ts';
-import type { StoredCertificate } from '../../src/certs/types.ts';
-import type { RenewalInfo } from '../../src/certs/ari.ts';
 import { systemResolver } from '../../src/domains/verifier.ts';
 import { createRouteTable } from '../../src/routing/route.ts';
 import { loadRoutes } from '../../src/routing/sync.ts';
@@ -42,8 +40,8 @@ export async function startManagerBed(options: {
   limits?: Partial<CaLimits>;
   pebble?: Partial<PebbleOptions>;
   issuer?: Partial<IssuerInput>;
-  /** stands in for the CA's renewal information (RFC 9773), which pebble 2.4 does not offer */
-  renewalInfo?(stored: StoredCertificate): Promise<(RenewalInfo & { certId: string }) | null>;
+  /** the directory URL Portico is given, when not pebble's own (a server in front of it) */
+  directory?(pebble: Pebble): Promise<string>;
 } = {}): Promise<ManagerBed> {
   const dns = await startChalltestsrv();
   const httpPort = await freePort();
@@ -64,7 +62,7 @@ export async function startManagerBed(options: {
   const routes = createRouteTable(['api.localhost'], [], 'localhost');
   const metrics = createMetrics();
   const issuing = createIssuing({
-    issuers: resolveIssuers([{ directory: pebble.directoryUrl, ...options.issuer }], [], options.limits ?? {}),
+    issuers: resolveIssuers([{ directory: options.directory ? await options.directory(pebble) : pebble.directoryUrl, ...options.issuer }], [], options.limits ?? {}),
     email: null,
     state: { limits: openFileCaLimits(dataDir), queue: openFileOrderQueue(dataDir), accountKeys: () => certs.accountKey },
     challenges: certs.challenges,
@@ -74,7 +72,7 @@ export async function startManagerBed(options: {
     now,
   });
   const manager = createCertificateManager({
-    stores, certs, ...issuing, ...(options.renewalInfo ? { renewalInfo: options.renewalInfo } : {}),
+    stores, certs, ...issuing,
     routes, platformDomain: 'localhost', platform: null, log: createLogger('silent'), metrics, now, jitter: () => 0,
   });
   return {
