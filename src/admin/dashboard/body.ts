@@ -31,7 +31,7 @@ export const BODY = String.raw`
       <div class="pagehead">
         <nav class="crumbs" aria-label="Breadcrumb"><ol><li id="crumb-project"></li><li>Project settings</li><li aria-current="page">Domains</li></ol></nav>
         <h1>Domains</h1>
-        <p class="muted">Serve this project on your own hostnames. Add a domain, create the DNS record shown, then verify it; the certificate follows by itself.</p>
+        <p class="muted">Serve this project on your own hostnames. Add a domain and create the DNS record shown: Portico checks it by itself, and the certificate follows. Each domain’s timeline tells what happened and why.</p>
       </div>
 
       <section class="card" aria-labelledby="add-title">

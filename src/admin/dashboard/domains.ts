@@ -1,6 +1,6 @@
 // The dashboard script's domains: the rows for one domain (name, status, certificate and action
-// buttons, then a detail row with the latest notice, DNS diagnostics and the records to create) and
-// what its buttons do (verify, re-verify, make primary, remove). Parts of script.ts's String.raw
+// buttons, then a detail row with the latest notice, DNS diagnostics, the records to create and, when
+// opened, the domain's timeline) and what its buttons do (verify, re-verify, make primary, remove). Parts of script.ts's String.raw
 // literal, set in where they stand inside that script's closure (h, state, api, busy, refresh, say,
 // formatDate, copy and render are defined there); plain ES2020, no backquotes.
 export const DOMAIN_ROWS = String.raw`  function certificateCell(domain) {
@@ -10,6 +10,11 @@ export const DOMAIN_ROWS = String.raw`  function certificateCell(domain) {
       cell.append(h('span', { class: 'badge issued', text: 'Issued' }));
       if (cert.notAfter) cell.append(h('div', { class: 'sub', text: 'Valid until ' + formatDate(cert.notAfter) }));
       if (cert.issuer) cell.append(h('div', { class: 'sub', text: 'by ' + cert.issuer }));
+    } else if (cert.status === 'queued') {
+      // waiting behind a CA limit (DESIGN §6): the place in line and when the order goes out
+      cell.append(h('span', { class: 'badge queued', text: 'Queued' }));
+      if (cert.queuePosition) cell.append(h('div', { class: 'sub', text: 'Place ' + cert.queuePosition + ' in line for the certificate authority' }));
+      if (cert.nextAttemptAt) cell.append(h('div', { class: 'sub', text: 'Ordered by ' + formatDate(cert.nextAttemptAt, true) }));
     } else if (cert.status === 'pending') {
       cell.append(h('span', { class: 'badge pending', text: 'Issuing…' }), h('div', { class: 'sub', text: 'Requested from the certificate authority' }));
     } else if (cert.status === 'failed') {
@@ -26,16 +31,21 @@ export const DOMAIN_ROWS = String.raw`  function certificateCell(domain) {
     const host = domain.hostname;
     const verified = domain.status === 'verified';
     const recordsOpen = !verified || state.openRecords.has(host);
+    const timelineOpen = state.openTimelines.has(host);
     const name = h('td', {},
       h('div', { class: 'name-line' },
         h('span', { class: 'hostname', text: host }),
         domain.primary ? h('span', { class: 'badge primary', text: 'Primary', title: 'Visitors of the project are served on this hostname' }) : null,
         domain.redirect ? h('span', { class: 'badge redirect', text: 'Redirects → ' + domain.redirect.to + ' (' + domain.redirect.status + ')' }) : null),
       h('div', { class: 'sub', text: verified && domain.verifiedAt ? 'Verified ' + formatDate(domain.verifiedAt) : 'Added ' + formatDate(domain.createdAt) }),
+      !verified && domain.nextCheckAt ? h('div', { class: 'sub', text: 'DNS is checked automatically; next check ' + formatDate(domain.nextCheckAt, true) }) : null,
+      h('button', { type: 'button', class: 'btn link small spaced', 'aria-expanded': String(timelineOpen), 'data-focus': 'timeline:' + host, 'aria-label': (timelineOpen ? 'Hide' : 'Show') + ' timeline of ' + host,
+        text: timelineOpen ? 'Hide timeline' : 'Show timeline', onclick: () => toggleTimeline(host) }),
       verified ? h('button', { type: 'button', class: 'btn link small', 'aria-expanded': String(recordsOpen), 'data-focus': 'records:' + host, 'aria-label': (recordsOpen ? 'Hide' : 'Show') + ' DNS records of ' + host,
         text: recordsOpen ? 'Hide DNS records' : 'Show DNS records',
         onclick: () => { if (recordsOpen) state.openRecords.delete(host); else state.openRecords.add(host); render(); } }) : null);
-    const status = h('td', {}, h('span', { class: 'badge ' + domain.status, text: STATUS_WORDS[domain.status] || domain.status }));
+    const status = h('td', {}, h('span', { class: 'badge ' + domain.status, text: STATUS_WORDS[domain.status] || domain.status }),
+      domain.health === 'misconfigured' ? h('div', {}, h('span', { class: 'badge misconfigured', text: 'Misconfigured', title: 'DNS no longer points here; still served with its certificate, renewals paused' })) : null);
     const actions = h('td', { class: 'actions' },
       verified
         ? h('button', { type: 'button', class: 'btn', 'data-focus': 'reverify:' + host, 'aria-label': 'Re-verify ' + host, title: 'Check DNS and CAA again and start a new certificate attempt', text: 'Re-verify', onclick: (e) => verify(e.currentTarget, host, true) })
@@ -51,6 +61,7 @@ export const DOMAIN_ROWS = String.raw`  function certificateCell(domain) {
       notice ? h('p', { class: 'notice ' + notice.kind, role: notice.kind === 'error' ? 'alert' : 'status', text: notice.text }) : null,
       ...(domain.diagnostics || []).map((d) => diagnostic(d, domain.status === 'failed')),
       recordsOpen ? recordsBlock(domain) : null,
+      timelineOpen ? timelineBlock(host) : null,
     ].filter(Boolean);
     if (details.length === 0) return [row];
     return [row, h('tr', { class: 'detail', 'data-detail-of': host }, h('td', { colspan: '4' }, details))];
@@ -64,6 +75,47 @@ export const DOMAIN_ROWS = String.raw`  function certificateCell(domain) {
       h('strong', {}, DIAGNOSTIC_TITLES[d.code] || 'DNS check', h('code', { text: d.code })),
       h('p', { text: d.message }),
       facts.length ? h('p', { class: 'facts', text: facts.join(' · ') }) : null);
+  }
+
+  // what each event type is called (the API's types, DESIGN §6)
+  const EVENT_WORDS = {
+    added: 'Added', dns_checked: 'DNS checked', verified: 'Verified', verification_failed: 'Verification failed',
+    certificate_queued: 'Waiting for the CA', order_placed: 'Certificate ordered', challenge_served: 'Challenge answered',
+    certificate_issued: 'Certificate issued', order_failed: 'Order failed', renewal_scheduled: 'Renewal planned',
+    misconfigured: 'Misconfigured', recovered: 'Recovered', removed: 'Removed',
+  };
+  const BAD_EVENTS = new Set(['verification_failed', 'order_failed', 'misconfigured']);
+
+  function timelineBlock(host) {
+    const events = state.timelines.get(host);
+    const id = 'timeline-' + host;
+    const body = events === undefined ? h('p', { class: 'help', text: 'Loading…' })
+      : typeof events === 'string' ? h('p', { class: 'error-text', text: events })
+      : events.length === 0 ? h('p', { class: 'help', text: 'Nothing has happened yet.' })
+      // newest first: the question is usually "what happened last"
+      : h('ol', { class: 'timeline', 'aria-labelledby': id }, events.slice().reverse().map((e) =>
+        h('li', { class: BAD_EVENTS.has(e.type) ? 'bad' : e.type === 'certificate_issued' || e.type === 'verified' || e.type === 'recovered' ? 'good' : '' },
+          h('time', { datetime: e.at, text: formatDate(e.at, true) }),
+          h('strong', { text: EVENT_WORDS[e.type] || e.type }),
+          h('span', { text: e.message }))));
+    return h('div', { class: 'timeline-block' }, h('h3', { id, text: 'Timeline (newest first)' }), body);
+  }
+
+  async function loadTimeline(host) {
+    try {
+      state.timelines.set(host, await api('GET', projectPath() + '/domains/' + enc(host) + '/events'));
+    } catch (err) {
+      if (err.status === 401) return;
+      state.timelines.set(host, err.message);
+    }
+  }
+
+  async function toggleTimeline(host) {
+    if (state.openTimelines.has(host)) { state.openTimelines.delete(host); render(); return; }
+    state.openTimelines.add(host);
+    render();
+    await loadTimeline(host);
+    if (state.openTimelines.has(host)) render();
   }
 
   function recordsBlock(domain) {

@@ -21,7 +21,7 @@ export const SCRIPT = String.raw`
   const STATUS_WORDS = { pending: 'Pending', verified: 'Verified', failed: 'Failed' };
 
   const $ = (id) => document.getElementById(id);
-  const state = { token: sessionStorage.getItem(TOKEN_KEY), projectId: null, project: null, notices: new Map(), openRecords: new Set(), busy: 0, poll: 0 };
+  const state = { token: sessionStorage.getItem(TOKEN_KEY), projectId: null, project: null, notices: new Map(), openRecords: new Set(), openTimelines: new Set(), timelines: new Map(), busy: 0, poll: 0 };
 
   // The only way this page builds DOM: properties and text nodes, never HTML strings.
   function h(tag, props, ...children) {
@@ -129,6 +129,8 @@ export const SCRIPT = String.raw`
     state.projectId = id || null;
     state.notices.clear();
     state.openRecords.clear();
+    state.openTimelines.clear();
+    state.timelines.clear();
     setText($('add-error'), '');
     setText($('redirect-error'), '');
     if (!id) { sessionStorage.removeItem(PROJECT_KEY); show($('project-view'), false); show($('project-meta'), false); return; }
@@ -142,6 +144,8 @@ export const SCRIPT = String.raw`
     const id = state.projectId;
     const project = await api('GET', '/admin/projects/' + enc(id));
     if (id !== state.projectId) return;
+    // open timelines follow the domain (a check or an order may have happened since)
+    await Promise.all([...state.openTimelines].filter((host) => project.domains.some((d) => d.hostname === host)).map(loadTimeline));
     state.project = project;
     setText($('app-error'), '');
     render();
@@ -220,7 +224,7 @@ ${DOMAIN_ROWS}
         setText($('add-error'), '');
         input.setAttribute('aria-invalid', 'false');
         input.value = '';
-        state.notices.set(domain.hostname, { kind: 'success', text: domain.hostname + ' was added. Create the DNS record below at your DNS provider, then click Verify.' });
+        state.notices.set(domain.hostname, { kind: 'success', text: domain.hostname + ' was added. Create the DNS record below at your DNS provider: Portico checks it by itself and orders the certificate (or click Verify to check now).' });
         say(domain.hostname + ' added');
       } catch (err) {
         if (err.status === 401) return;
@@ -254,10 +258,10 @@ ${REDIRECT_ACTIONS}
     setTimeout(() => { if (button.isConnected) button.textContent = 'Copy'; }, 2000);
   }
 
-  // certificates are ordered in the background once a domain verifies: follow them until they settle
+  // DNS checks and certificate orders happen in the background: follow them until they settle
   function schedulePoll() {
     clearTimeout(state.poll);
-    const waiting = state.project && state.project.domains.some((d) => d.certificate && (d.certificate.status === 'pending' || (d.status === 'verified' && d.certificate.status === 'none')));
+    const waiting = state.project && state.project.domains.some((d) => d.status === 'pending' || (d.certificate && (d.certificate.status === 'pending' || d.certificate.status === 'queued' || (d.status === 'verified' && d.certificate.status === 'none'))));
     if (!waiting) return;
     state.poll = setTimeout(() => {
       if (state.busy > 0 || document.hidden || $('remove-dialog').open) schedulePoll();

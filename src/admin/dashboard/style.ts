@@ -73,6 +73,17 @@ td.cert { max-width:320px; }
 .badge.none { background:#f2f4f7; color:var(--muted); border-color:#e2e6eb; }
 .badge.primary { background:var(--info-bg); color:var(--accent-dark); border-color:#c7d7fb; }
 .badge.redirect { background:#f3eefe; color:#5b34b4; border-color:#ddd0fa; }
+.badge.queued { background:var(--info-bg); color:var(--accent-dark); border-color:#c7d7fb; }
+.badge.misconfigured { background:var(--bad-bg); color:var(--danger); border-color:#f5c2bc; margin-top:4px; }
+.btn.spaced { margin-right:14px; }
+.timeline-block { margin-top:12px; }
+.timeline { list-style:none; margin:0; padding:0 0 0 14px; border-left:2px solid var(--line); }
+.timeline li { position:relative; padding:4px 0 8px 10px; display:grid; grid-template-columns:170px 160px 1fr; gap:4px 12px; font-size:13px; }
+.timeline li::before { content:""; position:absolute; left:-21px; top:9px; width:10px; height:10px; border-radius:50%; background:var(--line); }
+.timeline li.good::before { background:var(--ok); }
+.timeline li.bad::before { background:var(--danger); }
+.timeline time { color:var(--muted); white-space:nowrap; }
+@media (max-width: 720px) { .timeline li { grid-template-columns:1fr; } }
 .notice { border-radius:8px; padding:10px 12px; margin:12px 0 0; font-size:13px; border:1px solid; }
 .notice.success { background:var(--ok-bg); border-color:#b7e2c4; color:#0f5a2d; }
 .notice.error { background:var(--bad-bg); border-color:#f5c2bc; color:#8c1d13; }
