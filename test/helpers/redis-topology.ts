@@ -198,10 +198,13 @@ export async function startCluster(): Promise<ClusterTopology> {
     url: `redis+cluster://${nodes.slice(0, 3).map((n) => `127.0.0.1:${n.port}`).join(',')}`,
     nodes,
     async primaryOf(slot) {
-      const slots = await clusterSlots(alive().port);
-      const range = slots.find(([from, to]) => slot >= from && slot <= to);
-      if (!range) throw new Error(`no node owns slot ${slot}`);
-      return byPort(range[2]);
+      // a node's view of a failover lags the cluster's by a moment
+      let owner: number | undefined;
+      await until(`a primary for slot ${slot}`, async () => {
+        owner = (await clusterSlots(alive().port)).find(([from, to]) => slot >= from && slot <= to)?.[2];
+        return owner !== undefined;
+      }, 10_000);
+      return byPort(owner!);
     },
     ids,
     async reshard(from, to, count) {

@@ -1,0 +1,50 @@
+// PORTICO_REDIS_URL's forms (DESIGN §8): each topology, its defaults, and refusals that name the
+// accepted forms without ever showing the password.
+import t from 'tap';
+import { parseRedisUrl, redact } from '../../src/state/redis-url.ts';
+import { parseConfig } from '../../src/config.ts';
+
+t.test('the accepted forms', async (t) => {
+  t.same(parseRedisUrl('redis://10.0.0.5:6380/2'), { mode: 'standalone', tls: false, addresses: [{ host: '10.0.0.5', port: 6380 }], name: undefined, db: 2, username: undefined, password: undefined });
+  t.match(parseRedisUrl('rediss://:s3cret@cache.internal'), { mode: 'standalone', tls: true, addresses: [{ host: 'cache.internal', port: 6379 }], db: 0, password: 's3cret' });
+  t.match(parseRedisUrl('redis+sentinel://app:p%40ss@127.0.0.1:26379,127.0.0.1:26380,[::1]:26381/portico/3'), {
+    mode: 'sentinel', tls: false, name: 'portico', db: 3, username: 'app', password: 'p@ss',
+    addresses: [{ host: '127.0.0.1', port: 26379 }, { host: '127.0.0.1', port: 26380 }, { host: '::1', port: 26381 }],
+  });
+  t.match(parseRedisUrl('rediss+sentinel://s1,s2/main'), { mode: 'sentinel', tls: true, name: 'main', addresses: [{ host: 's1', port: 26379 }, { host: 's2', port: 26379 }] });
+  t.match(parseRedisUrl('redis+cluster://127.0.0.1:7000,127.0.0.1:7001'), { mode: 'cluster', tls: false, db: 0, addresses: [{ host: '127.0.0.1', port: 7000 }, { host: '127.0.0.1', port: 7001 }] });
+  t.match(parseRedisUrl('rediss+cluster://u:pw@n1:7000'), { mode: 'cluster', tls: true, username: 'u', password: 'pw' });
+});
+
+t.test('wrong URLs are refused with the accepted forms, never the password', async (t) => {
+  for (const url of [
+    'http://u:topsecret@10.0.0.5:6379',
+    'redis://u:topsecret@a:1,b:2',
+    'redis+sentinel://u:topsecret@a:26379',
+    'redis+sentinel://u:topsecret@a:26379/name/notanumber',
+    'redis+cluster://u:topsecret@a:7000/1',
+    'redis+cluster://u:topsecret@a:99999',
+    'redis+sentinel://u:topsecret@/portico',
+  ]) {
+    const parsed = parseRedisUrl(url);
+    t.ok(parsed instanceof Error, `${redact(url)} is refused`);
+    t.notMatch((parsed as Error).message, /topsecret/, 'without the password');
+    t.match((parsed as Error).message, /redis\+sentinel:\/\/\[user:password@\]host:port\[,host:port…\]\/<primary name>\[\/db\]/, 'naming the accepted forms');
+  }
+});
+
+t.test('a wrong URL stops the configuration with one problem', async (t) => {
+  try {
+    parseConfig('{}', 'test.yaml', { PORTICO_REDIS_URL: 'redis+sentinal://u:topsecret@a:1/x' }, process.cwd());
+    t.fail('accepted');
+  } catch (err) {
+    const message = String((err as Error).message);
+    t.match(message, /redis\.url \(PORTICO_REDIS_URL\) must be one of/);
+    t.notMatch(message, /topsecret/);
+  }
+});
+
+t.test('redact hides user and password', async (t) => {
+  t.equal(redact('redis+sentinel://app:pw@h:1,h:2/p'), 'redis+sentinel://***@h:1,h:2/p');
+  t.equal(redact('redis://h:6379'), 'redis://h:6379');
+});
