@@ -70,6 +70,7 @@ export function createMetrics() {
     sniCacheHits: new Counter({ name: 'portico_sni_cache_hits_total', help: 'Handshakes answered from the SecureContext cache.', registers: [registry] }),
     sniCacheMisses: new Counter({ name: 'portico_sni_cache_misses_total', help: 'Handshakes for a domain that missed the SecureContext cache.', registers: [registry] }),
     tlsHandshakes: new Counter({ name: 'portico_tls_handshakes_total', help: 'TLS handshakes, by result.', labelNames: ['result'] as const, registers: [registry] }),
+    http2Abuse: new Counter({ name: 'portico_http2_connections_closed_total', help: 'HTTP/2 connections Portico closed for abuse (GOAWAY ENHANCE_YOUR_CALM), by reason.', labelNames: ['reason'] as const, registers: [registry] }),
   };
 }
 

@@ -14,6 +14,7 @@ import { acceptProxyProtocol } from './proxy-protocol.ts';
 import { checkTarget } from './request-target.ts';
 import { serveStreams } from './h2-stream.ts';
 import type { ConnectHandler } from './extended-connect.ts';
+import { H2_LIMITS, H2_SETTINGS, limitSession } from './h2-limits.ts';
 import { sendError } from '../errors.ts';
 import type { Trust } from './client-ip.ts';
 import type { OcspStapler } from '../certs/ocsp.ts';
@@ -100,9 +101,9 @@ export function createListeners(deps: ListenerDeps): Listeners {
     cert: deps.fallback.cert,
     ...secureOptions,
     handshakeTimeout: Math.min(t.headersMs, 10_000),
-    // enableConnectProtocol: SETTINGS_ENABLE_CONNECT_PROTOCOL, so browsers open WebSockets on the h2
-    // connection they already hold (RFC 8441) instead of a new HTTP/1.1 one
-    settings: { maxConcurrentStreams: 128, enableConnectProtocol: true },
+    // what one HTTP/2 connection may make Portico do, and SETTINGS_ENABLE_CONNECT_PROTOCOL (h2-limits.ts)
+    ...H2_LIMITS,
+    settings: H2_SETTINGS,
     SNICallback: (servername, done) => {
       deps.secureContext(servername).then((context) => done(null, context ?? undefined), (err) => done(err as Error));
     },
@@ -118,6 +119,9 @@ export function createListeners(deps: ListenerDeps): Listeners {
   https.on('tlsClientError', () => metrics.tlsHandshakes.inc({ result: 'failure' }));
 
   const tracked = trackConnections(https, () => t.headersMs);
+  https.on('session', (session: http2.ServerHttp2Session) =>
+    limitSession(session, { streamIdleMs: () => t.requestMs, onAbuse: (reason) => metrics.http2Abuse.inc({ reason }) }),
+  );
   https.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
     if (req.httpVersionMajor === 1) {
       if (tracked.draining) res.setHeader('connection', 'close');
