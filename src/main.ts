@@ -195,6 +195,8 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   }
   certificates.start();
   scheduler.start();
+  // domains stored before automatic checks existed get theirs (once per state backend, in the background)
+  checks.seed().catch((err) => log.warn({ err: (err as Error).message }, 'could not schedule the first automatic DNS checks; trying again at the next start'));
   const stopTickets = rotateTicketKeys(ticketKeys, TICKET_PERIOD_SECONDS, (key) => listeners.setTicketKeys(key), (err) =>
     log.warn({ err: (err as Error).message }, 'could not fetch the shared TLS ticket key; keeping the current one'),
   );

@@ -49,6 +49,7 @@ export function applyCheck(current: Domain, result: Verification, reason: CheckR
   const events: DomainEvent[] = [domainEvent('dns_checked', describeCheck(current, result, reason), found, now)];
 
   if (current.status === 'verified') {
+    next.health ??= 'ok';
     if (result.verified) {
       recheck.failuresInRow = 0;
       if (current.health === 'misconfigured') {

@@ -2,6 +2,7 @@
 // the scheduler (scheduler.ts), one per domain, due at the domain's `nextCheckAt`. checks.ts decides
 // what a check's findings do; this file runs the check, stores the outcome with its events in one
 // write, schedules the next one and starts the certificate when the domain has just verified.
+import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Domain, Stores } from '../state/types.ts';
@@ -11,6 +12,7 @@ import type { Scheduler } from './scheduler.ts';
 import { verifyDomain, type Resolver } from './verifier.ts';
 
 export const DOMAIN_CHECK = 'domain-check';
+const SEEDED = 'domain-checks-seeded';
 
 export interface CheckContext extends CheckSettings {
   cnameTarget: string;
@@ -84,7 +86,35 @@ export function createDomainChecks(deps: DomainChecksDeps) {
       if (domain.nextCheckAt) await scheduler.at(DOMAIN_CHECK, domain.hostname, Date.parse(domain.nextCheckAt));
     },
     forget: (hostname: string) => scheduler.cancel(DOMAIN_CHECK, hostname),
+    /**
+     * Once per state backend: domains stored before automatic checks existed (no nextCheckAt) get
+     * their first check — pending and failed ones within one pending interval, verified ones spread
+     * over one verified interval by a hash of the hostname, so they do not all come due at once.
+     * Reads each project's domains once, in the background; nothing is read on later starts.
+     */
+    async seed(): Promise<number> {
+      if (await stores.schedule.marked(SEEDED)) return 0;
+      const { pendingRecheckMs, verifiedRecheckMs } = deps.context();
+      let seeded = 0;
+      for (const project of await stores.projects.list()) {
+        const jobs = (await stores.domains.listByProject(project.id))
+          .filter((d) => !d.nextCheckAt && !checksStopped(d))
+          .map((d) => ({ kind: DOMAIN_CHECK, key: d.hostname, dueAt: now() + spread(d.hostname) * (d.status === 'verified' ? verifiedRecheckMs : pendingRecheckMs) }));
+        await stores.schedule.setMany(jobs);
+        seeded += jobs.length;
+        // let requests in between projects
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      await stores.schedule.mark(SEEDED);
+      if (seeded > 0) log.info({ domains: seeded }, 'scheduled the first automatic DNS check of domains stored before automatic checks existed');
+      return seeded;
+    },
   };
 }
 
 export type DomainChecks = ReturnType<typeof createDomainChecks>;
+
+/** a fixed fraction in [0, 1) per hostname */
+function spread(hostname: string): number {
+  return createHash('sha256').update(hostname).digest().readUInt32BE(0) / 2 ** 32;
+}

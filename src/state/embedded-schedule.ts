@@ -8,7 +8,7 @@
 // line is in an hour not yet loaded leaves that line behind; it comes up at its time and its handler
 // finds the job not due (the contract's at-least-once). An hour's file is deleted once every line in
 // it was handled and the hour is over.
-import { mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { open, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { ScheduledJob, ScheduleStore } from './schedule.ts';
@@ -109,23 +109,44 @@ export function openEmbeddedSchedule(dataDir: string): ScheduleStore {
     for (const [hour, left] of outstanding) if (left === 0) await removeIfDone(hour);
   }
 
-  return {
-    async set(kind, key, dueAt) {
+  async function setMany(jobs: readonly ScheduledJob[]): Promise<void> {
+    await loadBegun();
+    const lines = new Map<number, string[]>();
+    const todo: ScheduledJob[] = [];
+    for (const { kind, key, dueAt: due } of jobs) {
       if (/\s/.test(kind) || /\s/.test(key) || kind === '' || key === '') throw new Error(`a job kind and key have no spaces: ${JSON.stringify([kind, key])}`);
-      const hour = hourOf(dueAt);
-      await loadBegun();
-      const k = entryKey(kind, key, Math.floor(dueAt));
+      const dueAt = Math.floor(due);
+      const k = entryKey(kind, key, dueAt);
       const known = byJob.get(`${kind} ${key}`);
-      if (known?.size === 1 && known.has(k) && !claimed.has(k)) return;
-      await serial(() => appendDurable(path.join(dir, nameOf(hour)), `${Math.floor(dueAt)} ${kind} ${key}\n`));
-      // the new line is durable: older ones of this job are superseded
+      if (known?.size === 1 && known.has(k) && !claimed.has(k)) continue;
+      const hour = hourOf(dueAt);
+      if (!lines.has(hour)) lines.set(hour, []);
+      lines.get(hour)!.push(`${dueAt} ${kind} ${key}\n`);
+      todo.push({ kind, key, dueAt });
+    }
+    for (const [hour, text] of lines) await serial(() => appendDurable(path.join(dir, nameOf(hour)), text.join('')));
+    // the new lines are durable: older ones of these jobs are superseded
+    for (const { kind, key, dueAt } of todo) {
       for (const k of [...(byJob.get(`${kind} ${key}`) ?? [])]) await drop(k);
-      if (outstanding.has(hour)) add(kind, key, Math.floor(dueAt), hour);
+      const hour = hourOf(dueAt);
+      if (outstanding.has(hour)) add(kind, key, dueAt, hour);
       else if (!waiting.includes(hour)) {
         waiting.push(hour);
         waiting.sort((a, b) => a - b);
       }
-    },
+    }
+  }
+
+  const doneFile = (name: string) => {
+    if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`not a mark name: ${JSON.stringify(name)}`);
+    return path.join(dir, `done-${name}`);
+  };
+
+  return {
+    set: (kind, key, dueAt) => setMany([{ kind, key, dueAt }]),
+    setMany,
+    marked: async (name) => existsSync(doneFile(name)),
+    mark: (name) => serial(() => appendDurable(doneFile(name), `${new Date().toISOString()}\n`)),
     async cancel(kind, key) {
       for (const k of [...(byJob.get(`${kind} ${key}`) ?? [])]) await drop(k);
     },

@@ -43,6 +43,13 @@ export function openRedisSchedule(client: Redis, call: Call, write: Call = call)
       leases.delete(m);
       await write(() => client.zadd(KEY, Math.floor(dueAt), m));
     },
+    async setMany(jobs) {
+      for (let i = 0; i < jobs.length; i += 1000) {
+        const args = jobs.slice(i, i + 1000).flatMap((job) => [Math.floor(job.dueAt), member(job.kind, job.key)]);
+        for (let j = 1; j < args.length; j += 2) leases.delete(args[j] as string);
+        await write(() => client.zadd(KEY, ...args));
+      }
+    },
     async cancel(kind, key) {
       const m = member(kind, key);
       leases.delete(m);
@@ -68,6 +75,10 @@ export function openRedisSchedule(client: Redis, call: Call, write: Call = call)
     async earliest() {
       const first = await call(() => client.zrange(KEY, '0', '0', 'WITHSCORES'));
       return first.length < 2 ? null : Number(first[1]);
+    },
+    marked: async (name) => (await call(() => client.exists(`${KEY}-done:${name}`))) === 1,
+    mark: async (name) => {
+      await write(() => client.set(`${KEY}-done:${name}`, new Date().toISOString()));
     },
     close: async () => undefined,
   };

@@ -21,6 +21,8 @@ export interface ScheduledJob {
 
 export interface ScheduleStore {
   set(kind: string, key: string, dueAt: number): Promise<void>;
+  /** many at once, as `set` each (one write per hour file / per thousand jobs) */
+  setMany(jobs: readonly ScheduledJob[]): Promise<void>;
   /** forgets the job (no-op when unknown) */
   cancel(kind: string, key: string): Promise<void>;
   /** up to `limit` jobs due by `now`, oldest first, each claimed for `leaseMs` */
@@ -29,5 +31,8 @@ export interface ScheduleStore {
   finish(job: ScheduledJob): Promise<void>;
   /** when the next job is due (possibly in the past), null when none is known */
   earliest(): Promise<number | null>;
+  /** one-off work done once per backend (seeding due times): whether `name` was marked done, and marking it */
+  marked(name: string): Promise<boolean>;
+  mark(name: string): Promise<void>;
   close(): Promise<void>;
 }

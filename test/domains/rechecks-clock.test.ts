@@ -122,3 +122,22 @@ t.test('verified: checked daily; three failures in a row → misconfigured; a pa
   t.match(await stores.domains.get('daily.example.com'), { health: 'ok', diagnostics: [] });
   t.same((await stores.domains.events('daily.example.com')).map((e) => e.type).filter((type) => type !== 'dns_checked'), ['verified', 'misconfigured', 'recovered']);
 });
+
+t.test('domains stored before automatic checks existed get their first check, once', async (t) => {
+  clock.ms = T0 + 90 * DAY;
+  await dns.setCname('old.example.com', 'edge.localhost');
+  const at = new Date(now()).toISOString();
+  await stores.projects.create({ id: 'prj_1', accountId: 'acc_1', name: 'legacy', upstream: 'http://127.0.0.1:9', createdAt: at });
+  // as an older version stored them: no nextCheckAt, no recheck state
+  for (const [hostname, status] of [['old.example.com', 'verified'], ['waiting.example.com', 'pending']] as const) {
+    await stores.domains.create({ hostname, projectId: 'prj_1', accountId: 'acc_1', primary: false, status, apex: false, records: [], diagnostics: [], certificate: { status: 'none' }, createdAt: at });
+  }
+  t.equal(await checks.seed(), 2, 'both scheduled');
+  t.equal(await checks.seed(), 0, 'only once');
+  const before = now();
+  await nextCheck('waiting.example.com');
+  t.ok(now() - before <= MINUTE, 'the pending one within a pending interval');
+  await nextCheck('old.example.com');
+  t.ok(now() - before <= DAY, 'the verified one within a day');
+  t.match(await stores.domains.get('old.example.com'), { status: 'verified', health: 'ok', nextCheckAt: String });
+});

@@ -84,6 +84,23 @@ for (const backend of backends) {
       t.equal(await reopened.earliest(), null);
     });
 
+    t.test('setMany moves many at once; a mark is kept across a restart', async (t) => {
+      clock.ms = T0;
+      const { store, again } = await backend.open(t);
+      await store.claim(T0, 10, 60_000);
+      const jobs = Array.from({ length: 2500 }, (_, i) => ({ kind: 'domain-check', key: `d${i}.example.com`, dueAt: T0 + (i % 50) * 60_000 + 1 }));
+      await store.setMany(jobs);
+      await store.setMany([{ kind: 'domain-check', key: 'd0.example.com', dueAt: T0 + 10 * HOUR }]);
+      t.notOk(await store.marked('seeded'));
+      await store.mark('seeded');
+      const reopened = again();
+      t.ok(await reopened.marked('seeded'));
+      clock.ms = T0 + 2 * HOUR;
+      const due = await reopened.claim(clock.ms, 5000, 60_000);
+      t.equal(due.length, 2499, 'every job but the moved one');
+      t.notOk(due.some((j) => j.key === 'd0.example.com'));
+    });
+
     t.test('the scheduler runs a handler at its due time and stores the time it answers', async (t) => {
       clock.ms = T0;
       const { store } = await backend.open(t);
