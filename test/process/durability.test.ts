@@ -146,3 +146,19 @@ t.test('SIGKILL while 30 creates are in flight: every acknowledged one survives,
   t.equal(refused.status, 401, 'an acknowledged revocation survives SIGKILL too');
   await last.kill('SIGTERM');
 });
+
+t.test('two processes started at the same moment on one fresh data dir: exactly one runs, the other exits saying why', async (t) => {
+  const fresh = tempDir('durability-race');
+  const certs = tempDir('durability-race-certs');
+  t.teardown(() => cleanup(fresh, certs));
+  const env = { PORTICO_DATA_DIR: fresh, PORTICO_CERTS_DIR: certs };
+  const outcomes = await Promise.allSettled([spawnPortico(env), spawnPortico(env)]);
+  const running = outcomes.filter((o): o is PromiseFulfilledResult<Child> => o.status === 'fulfilled').map((o) => o.value);
+  t.teardown(() => Promise.all(running.map((c) => c.kill('SIGKILL'))));
+  const refused = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected').map((o) => String((o.reason as Error).message));
+  t.equal(running.length, 1, 'exactly one runs');
+  t.equal(refused.length, 1, 'the other does not');
+  t.match(refused[0], /exited with [1-9]\d* before listening/, 'it exited non-zero');
+  t.match(refused[0], new RegExp(`${fresh.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is in use by process ${running[0]?.process.pid}`), 'naming the data dir and the process that owns it');
+  t.equal((await admin(running[0].ports.admin, 'GET', '/readyz')).status, 200, 'the one that runs is ready');
+});
