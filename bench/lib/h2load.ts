@@ -23,6 +23,10 @@ export interface H2loadRun {
   clients: number;
   /** concurrent streams per connection (-m) */
   streams: number;
+  /** requests per second per connection (--rps): paced load */
+  rps?: number;
+  /** HTTP/1.1 over TLS (--h1) instead of h2 */
+  h1?: boolean;
   seconds: number;
   cpus: string | null;
   /** where the per-request log goes (deleted after reading) */
@@ -33,6 +37,8 @@ const WARMUP_SECONDS = 1;
 
 export async function runH2load(run: H2loadRun, mark?: (at: 'start' | 'end') => void): Promise<LoadResult> {
   const args = ['-t', '1', '-c', String(run.clients), '-m', String(run.streams), '-D', String(run.seconds), `--warm-up-time=${WARMUP_SECONDS}`, '-T', String(run.seconds + WARMUP_SECONDS + 10), `--connect-to=127.0.0.1:${run.port}`, `--log-file=${run.logFile}`];
+  if (run.rps !== undefined) args.push(`--rps=${run.rps}`);
+  if (run.h1) args.push('--h1');
   for (const [name, value] of Object.entries(run.headers ?? {})) args.push('-H', `${name}: ${value}`);
   args.push(`https://${run.hostname}:${run.port}${run.path}`);
   const [cmd, argv] = wrap(run.cpus, 'h2load', args);
@@ -86,7 +92,7 @@ export async function runH2load(run: H2loadRun, mark?: (at: 'start' | 'end') => 
     p99ms: pct(99),
     errors: failed + errored + timeout + bad,
     errorDetail: parts.join(', '),
-    info: `protocol ${protocol}${protocol === 'h2' ? '' : ' (NOT h2)'}, ${run.clients}×${run.streams} streams`,
+    info: `protocol ${protocol}${protocol === (run.h1 ? 'http/1.1' : 'h2') ? '' : ` (NOT ${run.h1 ? 'http/1.1' : 'h2'})`}, ${run.clients}×${run.streams} streams${run.rps ? `, ${run.rps} req/s each` : ''}`,
   };
 }
 

@@ -1,0 +1,40 @@
+// The bare Node anchors as processes on the server core: bench/bare-https.ts (a server answering a
+// fixed body itself; SERVER=h2 for Portico's listener kind) and bench/bare-proxy.ts (that listener
+// and an undici pool to the origin, nothing else).
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { portFromStdout, spawnPinned, type Spawned } from './proc.ts';
+import { expectStatus, get } from './check.ts';
+import type { Portico } from './portico.ts';
+
+const BENCH = path.resolve(import.meta.dirname, '..');
+
+export interface Bare {
+  process: Spawned;
+  port: number;
+}
+
+/** `kind` h2: http2.createSecureServer({allowHTTP1}), else https.createServer; answers `body` to every request */
+export async function startBareServer(name: string, dir: string, cpus: string | null, portico: Portico, body: Buffer, kind: 'h2' | 'https'): Promise<Bare> {
+  const bodyFile = path.join(dir, `${name}.body`);
+  writeFileSync(bodyFile, body);
+  const p = spawnPinned(name, cpus, process.execPath, [path.join(BENCH, 'bare-https.ts')], {
+    env: { ...process.env, CERT_FILE: portico.certFile, KEY_FILE: portico.keyFile, BODY_FILE: bodyFile, SERVER: kind === 'h2' ? 'h2' : '' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await portFromStdout(p);
+  const answer = await expectStatus(name, get({ scheme: 'https', port, hostname: 'bench.localhost', path: '/' }), 200);
+  if (!answer.body.equals(body)) throw new Error(`${name} does not answer the body it was given`);
+  return { process: p, port };
+}
+
+export async function startBareProxy(cpus: string | null, portico: Portico, originPort: number): Promise<Bare> {
+  const p = spawnPinned('bare-proxy', cpus, process.execPath, [path.join(BENCH, 'bare-proxy.ts')], {
+    env: { ...process.env, CERT_FILE: portico.certFile, KEY_FILE: portico.keyFile, ORIGIN: `http://127.0.0.1:${originPort}` },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await portFromStdout(p);
+  const answer = await expectStatus('bare undici proxy', get({ scheme: 'https', port, hostname: 'bench.localhost', path: '/' }), 200);
+  if (answer.body.length !== 100) throw new Error('bare undici proxy does not pass the origin body through');
+  return { process: p, port };
+}
