@@ -2,7 +2,11 @@
 // then the socket) or its streams reset, within a bounded time, so other connections keep their
 // share of the CPU and of the upstream pools:
 // 1. rapid reset (CVE-2023-44487, streams opened and cancelled in a loop): nghttp2's RST_STREAM
-//    rate limit, a token bucket of `streamResetBurst` refilled at `streamResetRate` a second;
+//    rate limit, a token bucket of `streamResetBurst` refilled at `streamResetRate` a second. Until it
+//    trips, each stream would still reach the upstream (a connection opened, then dropped with the
+//    request), so a connection whose client has cancelled streams before their answer has its next
+//    streams dispatched one turn later (setImmediate, h2-stream.ts), after the rest of what it sent
+//    is read: a RST_STREAM right behind the HEADERS then closes the stream before any work is done;
 // 2. CONTINUATION floods (CVE-2024-27316 and kin): nghttp2 refuses more than a few CONTINUATION
 //    frames per header block, and SETTINGS_MAX_HEADER_LIST_SIZE / maxHeaderListPairs bound it;
 // 3. frames that break the protocol: maxSessionInvalidFrames; streams past SETTINGS_MAX_CONCURRENT_
@@ -44,6 +48,16 @@ export const CONTROL_FRAME_BURST = 100;
 export const CONTROL_FRAMES_PER_SECOND = 20;
 /** Stalled streams (5.) after which a connection is closed. */
 export const STALLED_STREAMS_PER_SESSION = 8;
+/** Streams cancelled by the client before their answer, after which its requests start a turn later (1.). */
+export const CANCELS_BEFORE_DEFERRING = 2;
+
+// per connection: streams its client cancelled before they were answered
+const cancels = new WeakMap<http2.ServerHttp2Session, number>();
+
+/** true when requests of this connection should start a turn later (see 1.) */
+export function startLater(session: http2.ServerHttp2Session | undefined): boolean {
+  return session !== undefined && (cancels.get(session) ?? 0) >= CANCELS_BEFORE_DEFERRING;
+}
 
 export interface SessionLimits {
   /** how long a request stream may see no frame either way; read at each stream */
@@ -78,6 +92,8 @@ export function limitSession(session: http2.ServerHttp2Session, limits: SessionL
   session.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
     // a WebSocket (extended CONNECT) may be idle for long: the connection's idle timeout bounds it
     if (headers[':method'] === 'CONNECT') return;
+    // RST_STREAM from the client while the answer was not finished
+    stream.once('aborted', () => cancels.set(session, (cancels.get(session) ?? 0) + 1));
     stream.setTimeout(limits.streamIdleMs(), () => {
       if (stream.closed) return;
       stream.close(NGHTTP2_CANCEL);

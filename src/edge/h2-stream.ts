@@ -7,7 +7,8 @@
 // 'request' listener is added (and never again). It is taken off here and called for the streams
 // the handler declines, with the arguments Node gave, so those see exactly what they saw before:
 // 'request', 'connect' (extended CONNECT, RFC 8441), 'checkContinue'.
-import type { IncomingHttpHeaders, Http2SecureServer, ServerHttp2Stream } from 'node:http2';
+import type { IncomingHttpHeaders, Http2SecureServer, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
+import { startLater } from './h2-limits.ts';
 
 /** true: the stream is served; false: nothing was done with it, and the compatibility layer takes it */
 export type StreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number) => boolean;
@@ -21,8 +22,14 @@ export function serveStreams(server: Http2SecureServer, handler: () => StreamHan
   if (listeners.length !== 1) return;
   const compat = listeners[0];
   server.removeListener('stream', compat);
-  server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+  const dispatch = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
     const serve = handler();
     if (serve === undefined || !serve(stream, headers, flags)) compat(stream, headers, flags, rawHeaders);
+  };
+  server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+    // a client that cancels streams before their answer (rapid reset) has the rest of what it sent
+    // read first: a RST_STREAM right behind the HEADERS then closes the stream before any work (h2-limits.ts)
+    if (startLater(stream.session as ServerHttp2Session | undefined)) setImmediate(() => !stream.destroyed && dispatch(stream, headers, flags, rawHeaders));
+    else dispatch(stream, headers, flags, rawHeaders);
   });
 }
