@@ -11,6 +11,8 @@ const NEEDED: Array<[binary: string, pkg: string]> = [
   ['chromium', 'chromium'],
   ['h2load', 'nghttp2-client'],
   ['curl', 'curl'],
+  // the TLS Redis topologies' certificate (test/helpers/redis-topology.ts)
+  ['openssl', 'openssl'],
 ];
 
 const onPath = (binary: string) => spawnSync('sh', ['-c', `command -v ${binary}`], { stdio: 'ignore' }).status === 0;

@@ -23,7 +23,10 @@ export interface RedisNode {
 }
 
 export interface SentinelTopology {
+  /** with the password (user `default`) when there is one */
   url: string;
+  /** TLS: the certificate to trust (NODE_EXTRA_CA_CERTS) */
+  caFile?: string;
   name: string;
   nodes: RedisNode[];
   sentinels: RedisNode[];
@@ -33,7 +36,10 @@ export interface SentinelTopology {
 }
 
 export interface ClusterTopology {
+  /** with the password (user `default`) when there is one */
   url: string;
+  /** TLS: the certificate to trust (NODE_EXTRA_CA_CERTS) */
+  caFile?: string;
   nodes: RedisNode[];
   /** the primary owning `slot` now */
   primaryOf(slot: number): Promise<RedisNode>;
@@ -44,9 +50,37 @@ export interface ClusterTopology {
   stop(): Promise<void>;
 }
 
+export interface TopologyOptions {
+  /** TLS only on every node and sentinel, with a new self-signed certificate for localhost and 127.0.0.1 (`caFile`) */
+  tls?: boolean;
+  /** requirepass on the Redis nodes (not the sentinels) */
+  password?: string;
+}
+
+/** redis-cli's TLS and password arguments per port of a topology that has them */
+const cliArgs = new Map<number, string[]>();
+
 export async function cli(port: number, ...args: string[]): Promise<string> {
-  const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { timeout: 60_000 });
+  const { stdout } = await run('redis-cli', [...(cliArgs.get(port) ?? []), '-h', '127.0.0.1', '-p', String(port), ...args], { timeout: 60_000 });
   return stdout.trim();
+}
+
+/** the certificate (self-signed, also its own CA) and the node arguments for TLS and a password */
+async function security(root: string, options: TopologyOptions): Promise<{ caFile?: string; node: string[]; conf: string[]; cli: string[] }> {
+  const out = { node: [] as string[], conf: [] as string[], cli: [] as string[], caFile: undefined as string | undefined };
+  if (options.tls) {
+    // openssl rather than fallback.ts's selfSigned(): the cluster bus always asks the connecting node
+    // for its certificate, so the one certificate must serve as client too (no serverAuth-only
+    // extended key usage), and as the CA that verifies it
+    out.caFile = path.join(root, 'cert.pem');
+    const keyFile = path.join(root, 'key.pem');
+    await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', keyFile, '-out', out.caFile, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1']);
+    const settings: Array<[string, string]> = [['tls-cert-file', out.caFile], ['tls-key-file', keyFile], ['tls-ca-cert-file', out.caFile], ['tls-auth-clients', 'no'], ['tls-replication', 'yes']];
+    out.node = settings.flatMap(([k, v]) => [`--${k}`, v]);
+    out.conf = settings.map(([k, v]) => `${k} ${v}`);
+    out.cli = ['--tls', '--cacert', out.caFile];
+  }
+  return out;
 }
 
 async function listening(port: number, timeoutMs = 5000): Promise<void> {
@@ -71,12 +105,13 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20
   }
 }
 
-function startNode(port: number, dir: string, args: string[], sentinelConf?: string): RedisNode {
+function startNode(port: number, dir: string, args: string[], sentinelConf?: string, tls = false): RedisNode {
   let child: ChildProcess;
+  const listen = tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
   const launch = () => {
     child = sentinelConf
       ? spawn('redis-server', [sentinelConf, '--sentinel'], { stdio: 'ignore' })
-      : spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--repl-diskless-sync-delay', '0', ...args], { stdio: 'ignore' });
+      : spawn('redis-server', [...listen, '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--repl-diskless-sync-delay', '0', ...args], { stdio: 'ignore' });
   };
   launch();
   return {
@@ -108,16 +143,22 @@ async function clusterPort(): Promise<number> {
   }
 }
 
+const authArgs = (o: TopologyOptions) => (o.password ? ['--requirepass', o.password, '--masterauth', o.password] : []);
+const passwordArgs = (o: TopologyOptions) => (o.password ? ['-a', o.password, '--no-auth-warning'] : []);
+const userinfo = (o: TopologyOptions) => (o.password ? `default:${encodeURIComponent(o.password)}@` : '');
+
 const linkUp = async (port: number) => (await cli(port, 'INFO', 'replication')).includes('master_link_status:up');
 
-export async function startSentinel({ name = 'portico' }: { name?: string } = {}): Promise<SentinelTopology> {
+export async function startSentinel({ name = 'portico', ...options }: { name?: string } & TopologyOptions = {}): Promise<SentinelTopology> {
   const root = mkdtempSync(path.join(tmpdir(), 'portico-sentinel-'));
+  const sec = await security(root, options);
   const ports = await Promise.all([freePort(), freePort(), freePort()]);
   const nodes: RedisNode[] = [];
   for (const [i, port] of ports.entries()) {
     const dir = path.join(root, `node-${i}`);
     mkdirSync(dir);
-    nodes.push(startNode(port, dir, i === 0 ? [] : ['--replicaof', '127.0.0.1', String(ports[0])]));
+    cliArgs.set(port, [...sec.cli, ...passwordArgs(options)]);
+    nodes.push(startNode(port, dir, [...sec.node, ...authArgs(options), ...(i === 0 ? [] : ['--replicaof', '127.0.0.1', String(ports[0])])], undefined, options.tls));
   }
   await Promise.all(nodes.map((n) => listening(n.port)));
   await until('replicas in sync', async () => (await Promise.all(nodes.slice(1).map((n) => linkUp(n.port)))).every(Boolean));
@@ -127,9 +168,12 @@ export async function startSentinel({ name = 'portico' }: { name?: string } = {}
     const dir = path.join(root, `sentinel-${i}`);
     mkdirSync(dir);
     const conf = path.join(dir, 'sentinel.conf');
+    cliArgs.set(port, sec.cli);
     writeFileSync(conf, [
-      `port ${port}`, 'bind 127.0.0.1', `dir ${dir}`,
+      ...(options.tls ? ['port 0', `tls-port ${port}`, ...sec.conf] : [`port ${port}`]),
+      'bind 127.0.0.1', `dir ${dir}`,
       `sentinel monitor ${name} 127.0.0.1 ${ports[0]} 2`,
+      ...(options.password ? [`sentinel auth-pass ${name} ${options.password}`] : []),
       `sentinel down-after-milliseconds ${name} 1000`,
       `sentinel failover-timeout ${name} 5000`,
       '',
@@ -148,7 +192,8 @@ export async function startSentinel({ name = 'portico' }: { name?: string } = {}
   });
   const byPort = (port: number) => nodes.find((n) => n.port === port)!;
   return {
-    url: `redis+sentinel://${sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${name}`,
+    url: `${options.tls ? 'rediss' : 'redis'}+sentinel://${userinfo(options)}${sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${name}`,
+    caFile: sec.caFile,
     name,
     nodes,
     sentinels,
@@ -158,23 +203,27 @@ export async function startSentinel({ name = 'portico' }: { name?: string } = {}
     },
     async stop() {
       await Promise.all([...sentinels, ...nodes].map((n) => n.kill()));
+      for (const n of [...sentinels, ...nodes]) cliArgs.delete(n.port);
       rmSync(root, { recursive: true, force: true });
     },
   };
 }
 
-export async function startCluster(): Promise<ClusterTopology> {
+export async function startCluster(options: TopologyOptions = {}): Promise<ClusterTopology> {
   const root = mkdtempSync(path.join(tmpdir(), 'portico-cluster-'));
+  const sec = await security(root, options);
+  const cliSecurity = [...sec.cli, ...passwordArgs(options)];
   const nodes: RedisNode[] = [];
   const ports = new Set<number>();
   while (ports.size < 6) ports.add(await clusterPort());
   for (const port of ports) {
     const dir = path.join(root, `node-${port}`);
     mkdirSync(dir);
-    nodes.push(startNode(port, dir, ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000']));
+    cliArgs.set(port, cliSecurity);
+    nodes.push(startNode(port, dir, [...sec.node, ...(options.tls ? ['--tls-cluster', 'yes'] : []), ...authArgs(options), '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000'], undefined, options.tls));
   }
   await Promise.all(nodes.map((n) => listening(n.port)));
-  await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 });
+  await run('redis-cli', [...cliSecurity, '--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 });
   await until('cluster ok', async () => (await Promise.all(nodes.map((n) => cli(n.port, 'CLUSTER', 'INFO')))).every((i) => i.includes('cluster_state:ok')));
   const replicasUp = async () => {
     for (const n of nodes) {
@@ -195,7 +244,8 @@ export async function startCluster(): Promise<ClusterTopology> {
     return out;
   };
   return {
-    url: `redis+cluster://${nodes.slice(0, 3).map((n) => `127.0.0.1:${n.port}`).join(',')}`,
+    url: `${options.tls ? 'rediss' : 'redis'}+cluster://${userinfo(options)}${nodes.slice(0, 3).map((n) => `127.0.0.1:${n.port}`).join(',')}`,
+    caFile: sec.caFile,
     nodes,
     async primaryOf(slot) {
       // a node's view of a failover lags the cluster's by a moment
@@ -209,10 +259,11 @@ export async function startCluster(): Promise<ClusterTopology> {
     ids,
     async reshard(from, to, count) {
       const known = await ids();
-      await run('redis-cli', ['--cluster', 'reshard', `127.0.0.1:${to.port}`, '--cluster-from', known.get(from.port)!, '--cluster-to', known.get(to.port)!, '--cluster-slots', String(count), '--cluster-yes'], { timeout: 120_000 });
+      await run('redis-cli', [...cliSecurity, '--cluster', 'reshard', `127.0.0.1:${to.port}`, '--cluster-from', known.get(from.port)!, '--cluster-to', known.get(to.port)!, '--cluster-slots', String(count), '--cluster-yes'], { timeout: 120_000 });
     },
     async stop() {
       await Promise.all(nodes.map((n) => n.kill()));
+      for (const n of nodes) cliArgs.delete(n.port);
       rmSync(root, { recursive: true, force: true });
     },
   };

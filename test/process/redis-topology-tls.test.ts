@@ -1,0 +1,43 @@
+// rediss+sentinel:// and rediss+cluster:// with a password in the URL (DESIGN §8): a Portico on a TLS
+// Sentinel topology and one on a TLS Cluster (every node TLS only, replication and the cluster bus
+// too), each trusting the topology's self-signed certificate through NODE_EXTRA_CA_CERTS. State and
+// the limiter's own connections work over TLS with the password, which appears in no log line and
+// nowhere in /readyz or /metrics. No failover here (redis-sentinel.test.ts, redis-cluster.test.ts).
+import t from 'tap';
+import { spawnPortico, cleanup, type Child } from '../helpers/portico.ts';
+import { api, admin, accountWithKey } from '../helpers/client.ts';
+import { startCluster, startSentinel } from '../helpers/redis-topology.ts';
+
+const PASSWORD = 'tls-topology-secret-42';
+
+for (const [mode, start] of [['sentinel', () => startSentinel({ tls: true, password: PASSWORD })], ['cluster', () => startCluster({ tls: true, password: PASSWORD })]] as const) {
+  t.test(`rediss+${mode}:// with a password`, async (t) => {
+    const topology = await start();
+    t.teardown(() => topology.stop());
+    t.match(topology.url, new RegExp(`^rediss\\+${mode}://default:`));
+    const portico: Child = await spawnPortico({ PORTICO_REDIS_URL: topology.url, NODE_EXTRA_CA_CERTS: topology.caFile!, PORTICO_RATELIMIT_ON_REDIS_DOWN: 'closed' }, ['--workers', '1']);
+    t.teardown(async () => {
+      await portico.kill('SIGKILL');
+      cleanup(portico.env.PORTICO_DATA_DIR, portico.env.PORTICO_CERTS_DIR);
+    });
+
+    const ready = await admin(portico.ports.admin, 'GET', '/readyz');
+    t.equal(ready.status, 200);
+    t.match(ready.json, { redis: 'ok', mode });
+
+    // onRedisDown closed: every 200 was counted in Redis by the limiter over TLS
+    const { key } = await accountWithKey(portico.ports.admin, 'enterprise', 'production', { perMinute: 100, perDay: 50 });
+    t.equal((await api(portico.ports.https, portico.ca, key, { method: 'POST', path: '/v1/categories', json: { name: 'over tls' } })).status, 201);
+    const first = await api(portico.ports.https, portico.ca, key, { path: '/v1/categories' });
+    const second = await api(portico.ports.https, portico.ca, key, { path: '/v1/categories' });
+    t.equal(first.status, 200);
+    t.match(first.json, [{ name: 'over tls' }]);
+    t.equal(Number(second.headers['x-ratelimit-remaining']), Number(first.headers['x-ratelimit-remaining']) - 1, 'counted in Redis');
+
+    const metrics = await admin(portico.ports.admin, 'GET', '/metrics');
+    for (const [what, text] of [['the log', portico.logs.join('\n')], ['/readyz', ready.text], ['/metrics', metrics.text]]) {
+      t.notMatch(text, PASSWORD, `the password is not in ${what}`);
+    }
+    t.ok(portico.logs.some((line) => line.includes(`rediss+${mode}://***@`)), 'the log names the URL without its credentials');
+  });
+}
