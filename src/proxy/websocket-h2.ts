@@ -12,7 +12,9 @@
 // 3. refused or reset → 502, no answer within `timeoutMs` → 504;
 // 4. closing (RFC 8441 §5): a clean end on one side (TCP FIN, END_STREAM) ends the other; a reset
 //    or error (RST_STREAM, a broken socket) cuts the other with CANCEL / destroy. A side that does
-//    not follow within `closeGraceMs` is cut.
+//    not follow within `closeGraceMs` is cut;
+// 5. while a WebSocket is open on an h2 connection, the connection's idle timeout is paused: a quiet
+//    WebSocket lives as long as over HTTP/1.1 (and as Caddy and Traefik keep them).
 import http from 'node:http';
 import https from 'node:https';
 import http2 from 'node:http2';
@@ -113,8 +115,29 @@ export function bridgeWebSocket(stream: http2.ServerHttp2Stream, target: URL, he
   request.end();
 }
 
+// per h2 connection: its WebSockets open, and the idle timeout to restore when the last one closes
+const holds = new WeakMap<http2.Http2Session, { open: number; idleMs: number }>();
+
+/** Pauses the connection's idle timeout while a WebSocket is open on it (5.); the returned function ends that. */
+function holdSession(session: http2.Http2Session): () => void {
+  let hold = holds.get(session);
+  if (!hold) holds.set(session, (hold = { open: 0, idleMs: 0 }));
+  if (hold.open++ === 0) {
+    // setTimeout() keeps its value in `timeout`; 0 stops the timer and keeps the server's listener
+    hold.idleMs = (session as unknown as { timeout?: number }).timeout ?? 0;
+    session.setTimeout(0);
+  }
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    if (--hold.open === 0 && hold.idleMs > 0 && !session.destroyed) session.setTimeout(hold.idleMs);
+  };
+}
+
 /** Copies bytes both ways until both sides have ended; see 4. at the top. */
 function join(stream: http2.ServerHttp2Stream, socket: net.Socket, head: Buffer, graceMs: number): void {
+  if (stream.session) stream.once('close', holdSession(stream.session));
   socket.setNoDelay(true);
   // an idle WebSocket is not a dead one: the h2 session's idle timeout bounds it, not the socket's
   socket.setTimeout(0);

@@ -316,3 +316,34 @@ t.test('closing, each way', async (t) => {
   t.equal(originSockets.size, 0, 'no upstream socket left open');
   t.equal(session.closed || session.destroyed, false, 'the h2 connection itself stayed up throughout');
 });
+
+t.test('a quiet WebSocket outlives the h2 connection\'s idle timeout, which applies again once it closes', async (t) => {
+  // connections idle for max(keepAliveMs, requestMs) = 1 s close
+  const file = path.join(tempDir('config'), 'portico.yaml');
+  writeFileSync(file, readFileSync('config/portico.yaml', 'utf8').replace('keepAliveMs: 5000', 'keepAliveMs: 500').replace('requestMs: 60000', 'requestMs: 1000').replace('headersMs: 10000', 'headersMs: 1000'));
+  const quick = await startPortico({ PORTICO_CONFIG: file });
+  t.teardown(() => quick.stop());
+  const account = await accountWithKey(quick.ports.admin, 'business');
+  await admin(quick.ports.admin, 'POST', '/admin/projects', { accountId: account.accountId, name: 'site', upstream: upstreamUrl });
+  const session = http2.connect(`https://127.0.0.1:${quick.ports.https}`, { ca: quick.ca, servername: 'site.localhost', checkServerIdentity: () => undefined });
+  session.on('error', () => undefined);
+  t.teardown(() => session.destroy());
+  const sessionClosed = new Promise<number>((resolve) => session.once('close', () => resolve(performance.now())));
+
+  const ws = connect(session, '/ws/echo');
+  t.equal(await ws.status, 200);
+  const seen = frames(ws.stream);
+  await until('the upstream\'s hello', () => seen.length === 1);
+  await new Promise((resolve) => setTimeout(resolve, 2_500));
+  t.notOk(session.closed || session.destroyed, 'after 2.5 s of silence the connection is still open');
+  ws.stream.write(frame(0x1, Buffer.from('still here')));
+  await until('the echo', () => seen.some(([op, p]) => op === 0x1 && p.toString() === 'echo: still here'));
+  t.pass('and the WebSocket still carries messages both ways');
+
+  ws.stream.write(closeFrame(1000));
+  ws.stream.end();
+  const wsClosed = performance.now();
+  await closed(ws.stream);
+  const at = await Promise.race([sessionClosed, new Promise<number>((resolve) => setTimeout(() => resolve(-1), 5_000))]);
+  t.ok(at > 0, `once the WebSocket closed, the idle connection closed too (after ${Math.round(at - wsClosed)} ms)`);
+});
