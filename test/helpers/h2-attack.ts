@@ -10,7 +10,7 @@ const { NGHTTP2_CANCEL } = http2.constants;
 /** how long one connection may keep attacking before the attack counts as not stopped */
 export const BOUND_MS = 10_000;
 
-export const ATTACKS = ['rapid-reset', 'continuation-flood', 'settings-flood', 'ping-flood', 'bodies-never-sent', 'zero-window'] as const;
+export const ATTACKS = ['rapid-reset', 'continuation-flood', 'settings-flood', 'ping-flood', 'streams-over-limit', 'bodies-never-sent', 'zero-window'] as const;
 export type AttackName = (typeof ATTACKS)[number];
 
 export interface Attempt {
@@ -79,6 +79,24 @@ function controlFlood(build: () => Buffer) {
   };
 }
 
+/** POST streams without END_STREAM, far past SETTINGS_MAX_CONCURRENT_STREAMS: the extra ones are refused */
+async function streamsOverLimit({ port, ca, hostname }: Target): Promise<Attempt> {
+  const raw = await connectRaw(port, hostname, ca);
+  // :method POST (static index 3) instead of GET
+  const post = Buffer.concat([Buffer.from([0x83]), requestBlock(hostname, '/upload').subarray(1)]);
+  const started = performance.now();
+  let streamId = 1;
+  while (!raw.socket.destroyed && performance.now() - started < BOUND_MS && streamId < 2 * 5_000) {
+    const batch: Buffer[] = [];
+    for (let i = 0; i < 50; i++, streamId += 2) batch.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, streamId, post));
+    raw.write(Buffer.concat(batch));
+    await yieldToIo();
+  }
+  const { goaway, at } = await raw.closed;
+  const refused = raw.frames.filter((f) => f.type === FRAME.RST_STREAM && f.payload.readUInt32BE(0) === http2.constants.NGHTTP2_REFUSED_STREAM).length;
+  return { goaway, ms: at - started, detail: { streamsSent: (streamId - 1) / 2, refusedSeen: refused } };
+}
+
 async function session({ port, ca, hostname }: Target, options: http2.SecureClientSessionOptions = {}) {
   const client = http2.connect(`https://127.0.0.1:${port}`, { ca, servername: hostname, checkServerIdentity: () => undefined, ...options });
   client.on('error', () => undefined);
@@ -132,6 +150,7 @@ const RUN: Record<AttackName, (target: Target) => Promise<Attempt>> = {
   'continuation-flood': continuationFlood,
   'settings-flood': controlFlood(() => frame(FRAME.SETTINGS, 0, 0)),
   'ping-flood': controlFlood(() => frame(FRAME.PING, 0, 0, Buffer.alloc(8, 7))),
+  'streams-over-limit': streamsOverLimit,
   'bodies-never-sent': bodiesNeverSent,
   'zero-window': zeroWindow,
 };
