@@ -189,10 +189,21 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     const client = new acme.Client({ directoryUrl, accountKey, backoffMin, ...(options.eab ? { externalAccountBinding: options.eab } : {}) });
     const trace = newTrace();
     try {
-      await traces.run(trace, () => client.createAccount({
-        termsOfServiceAgreed: true,
-        ...(email === null ? {} : { contact: [`mailto:${email}`] }),
-      }));
+      await traces.run(trace, async () => {
+        // An account this key already has (a restart, another instance) is looked up first
+        // (RFC 8555 §7.3.1 onlyReturnExisting): registering it again makes acme-client send the
+        // registration's fields as an account update, which a CA refuses when they change nothing
+        // ("use POST-as-GET", pebble) — with no contact e-mail, every time.
+        try {
+          await client.createAccount({ onlyReturnExisting: true });
+          if (email !== null) await client.updateAccount({ contact: [`mailto:${email}`] });
+          return;
+        } catch (err) {
+          if (trace.problem?.type !== `${PROBLEM}accountDoesNotExist`) throw err;
+          delete trace.problem;
+        }
+        await client.createAccount({ termsOfServiceAgreed: true, ...(email === null ? {} : { contact: [`mailto:${email}`] }) });
+      });
     } catch (err) {
       throw classify(err, trace, 'registering the ACME account');
     } finally {

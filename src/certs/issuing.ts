@@ -65,6 +65,23 @@ export function createIssuing(options: IssuingOptions) {
       const issuer = issuers.find((i) => i.directory === stored.directory);
       return issuer === undefined ? null : (await open(issuer)).renewalInfo(stored.certPem, now());
     },
+    /**
+     * When the order at each place in line can be placed, by the account-wide order budgets read
+     * once: the soonest any issuer has refilled enough for everyone ahead and that one. Null when
+     * some issuer keeps no such limit (the wait is then another limit's: per registered domain or
+     * hostname).
+     */
+    async queueEstimates(): Promise<((place: number) => number) | null> {
+      const budgets: Array<{ tokens: number; refillMs: number }> = [];
+      for (const issuer of issuers) {
+        const requests = accountRequests(issuer);
+        if (requests.length === 0) return null;
+        const [tokens] = await state.limits.peek(issuer.id, requests, now());
+        budgets.push({ tokens, refillMs: requests[0].periodMs / requests[0].capacity });
+      }
+      const at = now();
+      return (place) => Math.min(...budgets.map((b) => at + Math.max(0, Math.ceil((place - b.tokens) * b.refillMs))));
+    },
     async refreshLimitMetrics(): Promise<void> {
       for (const issuer of issuers) {
         const requests = accountRequests(issuer);

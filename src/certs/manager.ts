@@ -29,6 +29,8 @@ export interface ManagerOptions {
   renewalInfo?(stored: StoredCertificate): Promise<(RenewalInfo & { certId: string }) | null>;
   /** refreshes the limit gauges (portico_acme_limit_remaining) */
   refreshLimitMetrics?(): Promise<void>;
+  /** when the domain at each place in the queue should get its order (issuing.ts) */
+  queueEstimates?(): Promise<((place: number) => number) | null>;
   routes: RouteTable;
   platformDomain: string;
   /** the operator's wildcard certificate for *.<platform domain> */
@@ -91,7 +93,9 @@ export function createCertificateManager(options: ManagerOptions) {
   function wake(kind: string, key: string, at: number): void {
     if (stopped) return;
     if (scheduler) {
-      scheduler.at(kind, key, at).catch((err) => log.warn({ kind, key, err: (err as Error).message }, 'could not schedule certificate work'));
+      const set = scheduler.at(kind, key, at).catch((err) => log.warn({ kind, key, err: (err as Error).message }, 'could not schedule certificate work'));
+      running.add(set);
+      void set.finally(() => running.delete(set));
       return;
     }
     const id = `${kind} ${key}`;
@@ -110,9 +114,14 @@ export function createCertificateManager(options: ManagerOptions) {
 
   const ordering = createOrdering({
     stores, certs, chain: options.chain, queue: options.queue, log, metrics, now, waitMs,
-    onIssued: (stored) => { void renewals.plan(stored).catch((err) => log.warn({ hostname: stored.hostname, err: (err as Error).message }, 'could not plan the renewal')); },
+    onIssued: (stored) => {
+      const planned = renewals.plan(stored).catch((err) => log.warn({ hostname: stored.hostname, err: (err as Error).message }, 'could not plan the renewal'));
+      running.add(planned);
+      void planned.finally(() => running.delete(planned));
+    },
     onQueueDue: (at) => wake(QUEUE_JOB, 'all', at),
     isDue: (stored) => renewals.isDue(stored),
+    queueEstimates: () => options.queueEstimates?.() ?? Promise.resolve(null),
   });
   const renewals = createRenewals({
     stores, certs, ordering, now, log, jitter,
@@ -239,7 +248,7 @@ export function createCertificateManager(options: ManagerOptions) {
 
     /** for tests and metrics */
     cacheSize: () => cache.size,
-    /** resolves once the work this process's own timers started has ended (tests) */
+    /** resolves once the background work this process started (its timers, renewal planning) has ended (tests) */
     async idle(): Promise<void> {
       while (running.size > 0) await Promise.allSettled([...running]);
     },

@@ -44,6 +44,11 @@ export interface OrderingOptions {
   onQueueDue(at: number): void;
   /** has this certificate's renewal moment come (renewal.ts)? Checked again under the lock */
   isDue(stored: StoredCertificate): boolean;
+  /**
+   * When the domain at each place in line should get its order, from the shared budget (null: no
+   * account-wide limit to tell by)
+   */
+  queueEstimates(): Promise<((place: number) => number) | null>;
 }
 
 export function createOrdering(options: OrderingOptions) {
@@ -52,8 +57,6 @@ export function createOrdering(options: OrderingOptions) {
   // failed orders waiting for their backoff to end (a restart forgets them; the next handshake or
   // sweep for the name starts over, still within the backoff recorded on the domain)
   const retries = new Map<string, number>();
-  // the wait per place in line behind the last limit met, to tell each queued domain when its turn comes
-  let lastLimit: { retryAt: number; refillMs: number } | null = null;
 
   const record = (hostname: string) => (event: DomainEvent) => stores.domains.appendEvent(hostname, event);
 
@@ -91,9 +94,9 @@ export function createOrdering(options: OrderingOptions) {
     // 3. behind a CA limit the queue goes first, in verification order: nothing overtakes it
     if (reason !== 'queue' && (domain.certificate.status === 'queued' || (await queue.size()) > 0)) {
       if (domain.certificate.status === 'queued') await queue.add(hostname, domain.verifiedAt ? Date.parse(domain.verifiedAt) : now());
-      else await enqueue(domain, lastLimit?.retryAt ?? now(), 'other domains are waiting for the CA limits before it');
+      else await enqueue(domain, null, 'other domains are waiting for the CA limits before it');
       options.onQueueDue(now());
-      return { certificate: valid, queued: { retryAt: lastLimit?.retryAt ?? now(), accountWide: true } };
+      return { certificate: valid, queued: { retryAt: now(), accountWide: true } };
     }
     // 4. one instance orders; the others find the result in the store
     const lock = await certs.locks.acquire(`cert:${hostname}`, LOCK_TTL_MS);
@@ -136,10 +139,11 @@ export function createOrdering(options: OrderingOptions) {
       return { certificate: stored };
     }
     if (outcome.kind === 'limited') {
-      lastLimit = { retryAt: outcome.retryAt, refillMs: outcome.refillMs };
       const accountWide = outcome.limit === 'new_orders';
       await enqueue(domain, outcome.retryAt, `${outcome.issuer.name}'s limit of ${describeLimit(outcome.limit)} is reached`);
       options.onQueueDue(outcome.retryAt);
+      // several may have joined at once (other orders, other instances): tell each its place again
+      await refreshUnlessDraining();
       return { certificate: valid, queued: { retryAt: outcome.retryAt, accountWide } };
     }
     const err = outcome.error;
@@ -161,11 +165,12 @@ export function createOrdering(options: OrderingOptions) {
   }
 
   /** Puts the domain in line (keeping its place if it has one) and says so on its timeline. */
-  async function enqueue(domain: Domain, retryAt: number, why: string): Promise<void> {
+  async function enqueue(domain: Domain, retryAt: number | null, why: string): Promise<void> {
     const since = domain.verifiedAt ? Date.parse(domain.verifiedAt) : now();
     await queue.add(domain.hostname, since);
     const position = await positionOf(domain.hostname);
-    const at = new Date(Math.max(retryAt, now())).toISOString();
+    const estimate = await options.queueEstimates().catch(() => null);
+    const at = new Date(Math.max(retryAt ?? now(), estimate?.(position) ?? now(), now())).toISOString();
     await setCertificateState(domain.hostname, (d) => ({ ...d.certificate, status: d.certificate.status === 'issued' ? 'issued' : 'queued', nextAttemptAt: at, queuePosition: position }),
       domain.certificate.status === 'queued' ? undefined : domainEvent('certificate_queued', `Waiting in line (place ${position}) because ${why}; the order is placed by ${at}.`, { position, nextAttemptAt: at }, now()));
   }
@@ -194,19 +199,31 @@ export function createOrdering(options: OrderingOptions) {
     }
   }
 
+  /** refreshPositions() now, unless a drain holds the queue (it refreshes when it ends) */
+  async function refreshUnlessDraining(): Promise<void> {
+    const lock = await certs.locks.acquire('acme-queue', LOCK_TTL_MS);
+    if (!lock) return;
+    try {
+      await refreshPositions();
+    } finally {
+      await certs.locks.release('acme-queue', lock).catch(() => undefined);
+    }
+  }
+
   async function refreshPositions(): Promise<void> {
     const head = await queue.head(QUEUE_PAGE);
     metrics.acmeQueueDepth.set(await queue.size());
+    const estimate = await options.queueEstimates().catch(() => null);
     let place = 0;
     for (const { hostname } of head) {
       place += 1;
       const domain = await stores.domains.get(hostname);
-      if (!domain) continue;
-      const estimate = lastLimit ? Math.max(lastLimit.retryAt + (place - 1) * lastLimit.refillMs, now()) : null;
+      // only what enqueue() has marked as waiting: a domain it is still putting in line keeps its own write
+      if (!domain || !(domain.certificate.status === 'queued' || (domain.certificate.status === 'issued' && domain.certificate.queuePosition !== undefined))) continue;
       const known = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
-      const at = new Date(Math.max(estimate ?? known, known > now() ? 0 : now())).toISOString();
-      if (domain.certificate.queuePosition === place && (estimate === null || domain.certificate.nextAttemptAt === at)) continue;
-      await stores.domains.setCertificate(hostname, { ...domain.certificate, queuePosition: place, ...(estimate === null ? {} : { nextAttemptAt: at }) });
+      const at = new Date(Math.max(estimate?.(place) ?? known, now())).toISOString();
+      if (domain.certificate.queuePosition === place && domain.certificate.nextAttemptAt === at) continue;
+      await stores.domains.setCertificate(hostname, { ...domain.certificate, queuePosition: place, nextAttemptAt: at });
     }
   }
 

@@ -112,7 +112,7 @@ t.test('the first CA cannot be reached: the second issues', async (t) => {
 t.test('CAA names the second CA only: verification passes, the first is not asked, the second issues', async (t) => {
   const configFile = path.join(dir, 'portico.yaml');
   const base = readFileSync(path.resolve(import.meta.dirname, '../../config/portico.yaml'), 'utf8');
-  writeFileSync(configFile, base.replace(/^acme:\n/m, `acme:\n  issuers: [{directory: "${first.directoryUrl}", name: ca-one, caa: [ca-one.test]}, {directory: "${second.directoryUrl}", name: ca-two, caa: [ca-two.test]}]\n`));
+  writeFileSync(configFile, base.replace(/^ {2}issuers: null$/m, `  issuers: [{directory: "${first.directoryUrl}", name: ca-one, caa: [ca-one.test]}, {directory: "${second.directoryUrl}", name: ca-two, caa: [ca-two.test]}]`));
   const portico = await startPortico({ ...env, PORTICO_CONFIG: configFile, PORTICO_ACME_DIRECTORY: `${first.directoryUrl},${second.directoryUrl}` });
   t.teardown(() => portico.stop());
   const project = await setUp(portico, 'caa');

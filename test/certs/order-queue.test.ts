@@ -59,6 +59,8 @@ const metric = (text: string, name: string) => Number(new RegExp(`^${name} (\\S+
 
 t.test('six domains, three orders allowed: three issued, three queued in verification order; a restart keeps the queue and the budget', async (t) => {
   const portico = await startPortico(env);
+  let stopped = false;
+  t.teardown(() => (stopped ? undefined : portico.stop()));
   const projectId = await project(portico, 'queue');
   const hostnames = ['q1', 'q2', 'q3', 'q4', 'q5', 'q6'].map((label) => `${label}.example.com`);
   const before = pebble.orders();
@@ -77,6 +79,7 @@ t.test('six domains, three orders allowed: three issued, three queued in verific
 
   // the gauges are refreshed by the maintenance pass that runs at start: restart, then read them
   await portico.stop();
+  stopped = true;
   const again = await startPortico({ ...env, PORTICO_DATA_DIR: portico.dataDir, PORTICO_CERTS_DIR: portico.certsDir });
   t.teardown(() => again.stop());
   const after = await settled(again, projectId, hostnames);
@@ -108,7 +111,10 @@ t.test('two instances on one Redis share one budget', async (t) => {
   const states = await settled(a, projectId, hostnames);
   t.equal(pebble.orders() - before, 3, 'pebble logged exactly 3 orders across both instances');
   t.equal(states.filter((c) => c.status === 'issued').length, 3);
-  t.same(states.filter((c) => c.status === 'queued').map((c) => c.queuePosition).sort(), [1, 2, 3]);
+  const line = states.filter((c) => c.status === 'queued').sort((x, y) => x.queuePosition! - y.queuePosition!);
+  t.same(line.map((c) => c.queuePosition), [1, 2, 3]);
+  const waits = line.map((c) => (Date.parse(c.nextAttemptAt!) - Date.now()) / 3_600_000);
+  t.ok(waits[0] > 0.9 && waits[0] <= 1 && waits[1] > waits[0] && waits[2] > waits[1], `each place's turn from the shared budget, whichever instance queued it (${waits.map((w) => w.toFixed(2)).join(', ')} h)`);
   const fromB = await Promise.all(hostnames.map((h) => certificateOf(b, projectId, h)));
   t.same(fromB.map((c) => c.status), states.map((c) => c.status), 'both instances show the same queue');
 });

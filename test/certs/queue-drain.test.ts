@@ -36,6 +36,7 @@ t.test('over the limit: queued in verification order, ordered one by one as the 
   await manager.sweep();
   t.equal(pebble.orders(), 5);
   t.equal((await state())[4].status, 'issued');
+  await manager.idle();
   const events = (await stores.domains.events('d5.example.org')).map((e) => e.type);
   t.same(events.filter((type) => type !== 'challenge_served'), ['certificate_queued', 'order_placed', 'certificate_issued', 'renewal_scheduled'], 'queued, then ordered, then issued');
 });
