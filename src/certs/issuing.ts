@@ -82,7 +82,9 @@ export function createIssuing(options: IssuingOptions) {
       const at = now();
       return (place) => Math.min(...budgets.map((b) => at + Math.max(0, Math.ceil((place - b.tokens) * b.refillMs))));
     },
+    /** the queue and limit gauges, from the shared state (every instance shows the same) */
     async refreshLimitMetrics(): Promise<void> {
+      metrics.acmeQueueDepth.set(await state.queue.size());
       for (const issuer of issuers) {
         const requests = accountRequests(issuer);
         if (requests.length === 0) continue;

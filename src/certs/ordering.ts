@@ -93,9 +93,14 @@ export function createOrdering(options: OrderingOptions) {
     if (reason !== 'retry' && reason !== 'queue' && domain.certificate.status === 'failed' && next > now()) return { certificate: null };
     // 3. behind a CA limit the queue goes first, in verification order: nothing overtakes it
     if (reason !== 'queue' && (domain.certificate.status === 'queued' || (await queue.size()) > 0)) {
-      if (domain.certificate.status === 'queued') await queue.add(hostname, domain.verifiedAt ? Date.parse(domain.verifiedAt) : now());
-      else await enqueue(domain, null, 'other domains are waiting for the CA limits before it');
-      options.onQueueDue(now());
+      if (domain.certificate.status !== 'queued') {
+        await enqueue(domain, null, 'other domains are waiting for the CA limits before it');
+        // the queue may let it go at once (what holds the others back may be their own domain's limit)
+        options.onQueueDue(now());
+      } else if (reason !== 'handshake') {
+        // shown as waiting: make sure it is in line (a handshake, possibly one of many, writes nothing)
+        await queue.add(hostname, domain.verifiedAt ? Date.parse(domain.verifiedAt) : now());
+      }
       return { certificate: valid, queued: { retryAt: now(), accountWide: true } };
     }
     // 4. one instance orders; the others find the result in the store

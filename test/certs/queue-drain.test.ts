@@ -20,7 +20,7 @@ t.test('over the limit: queued in verification order, ordered one by one as the 
 
   t.equal(await manager.secureContext('d5.example.org'), null, 'a handshake for a queued name gets the fallback');
   t.equal(pebble.orders(), 3, 'and does not jump the queue');
-  // it woke the queue's own timer (a real one): let that look end before the clock moves
+  // joining behind the others woke the queue's own timer (a real one): let that look end before the clock moves
   await new Promise((r) => setTimeout(r, 100));
   await manager.idle();
 
