@@ -94,15 +94,25 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
   // Notices may have been missed: every cached entry is read again before it answers. Lists and
   // accounts keep answering from the old copy if that read fails (a missed change is at worst an older
   // list or plan); a key must not (it may have been revoked meanwhile), so the keys in use are read
-  // again at once, and until then a failed read is a failure.
-  const flush = () => {
+  // again at once, and until then a failed read is a failure. That starts once the client can read:
+  // after a failover the subscriber may be back before it, and keys marked then would fail meanwhile.
+  let keysPending = false;
+  const rereadKeys = () => {
+    keysPending = false;
     keyCache.markAllStale(false);
-    categoryLists.markAllStale(true);
-    accountCache.markAllStale(true);
     let n = 0;
     for (const hash of keyCache.keys()) {
       if (++n > KEYS_REREAD_AT_ONCE) break;
       findByHash(hash).catch(() => undefined);
+    }
+  };
+  const flush = () => {
+    categoryLists.markAllStale(true);
+    accountCache.markAllStale(true);
+    if (client.status === 'ready') rereadKeys();
+    else if (!keysPending) {
+      keysPending = true;
+      client.once('ready', rereadKeys);
     }
     // a failed reload keeps the index it had; the next notice or reconnect tries again
     routeIndex.reload().catch(() => undefined);

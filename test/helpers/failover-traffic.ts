@@ -14,6 +14,8 @@ export interface InstanceReport {
 
 export interface TrafficReport {
   byStatus: Record<number, number>;
+  /** the readers' answers (GET /v1/categories) alone, by status */
+  readsByStatus: Record<number, number>;
   /** requests that did not get an answer at all (a socket error) */
   noAnswer: number;
   longestMs: number;
@@ -37,6 +39,7 @@ export interface Traffic {
 export function startTraffic(instances: Child[], key: string, { readers = 1, writers = 1, label = 'c' } = {}): Traffic {
   const started = performance.now();
   const byStatus: Record<number, number> = {};
+  const readsByStatus: Record<number, number> = {};
   const created = new Map<number, string>();
   const reports: InstanceReport[] = instances.map(() => ({ firstFailureMs: null, recoveredMs: null }));
   const streak = instances.map(() => 0);
@@ -48,11 +51,12 @@ export function startTraffic(instances: Child[], key: string, { readers = 1, wri
   let sequence = 0;
   const agents = instances.map(() => new https.Agent({ keepAlive: true, maxSockets: readers + writers }));
 
-  const timed = async (send: () => Promise<{ status: number; json: unknown }>) => {
+  const timed = async (send: () => Promise<{ status: number; json: unknown }>, read = false) => {
     const t0 = performance.now();
     try {
       const answer = await send();
       byStatus[answer.status] = (byStatus[answer.status] ?? 0) + 1;
+      if (read) readsByStatus[answer.status] = (readsByStatus[answer.status] ?? 0) + 1;
       return answer;
     } catch {
       noAnswer++;
@@ -67,7 +71,7 @@ export function startTraffic(instances: Child[], key: string, { readers = 1, wri
     const call = (options: Parameters<typeof api>[3]) => api(instance.ports.https, instance.ca, key, { ...options, agent: agents[i] });
     for (let r = 0; r < readers; r++) {
       loops.push((async () => {
-        while (running) await timed(() => call({ path: '/v1/categories' }));
+        while (running) await timed(() => call({ path: '/v1/categories' }), true);
       })());
     }
     for (let w = 0; w < writers; w++) {
@@ -114,6 +118,7 @@ export function startTraffic(instances: Child[], key: string, { readers = 1, wri
       const outages = reports.map((r) => (r.firstFailureMs === null ? 0 : r.recoveredMs === null ? null : r.recoveredMs - r.firstFailureMs));
       return {
         byStatus,
+        readsByStatus,
         noAnswer,
         longestMs,
         created,

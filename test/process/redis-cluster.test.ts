@@ -68,6 +68,7 @@ t.test('slots moved under traffic cost no request', async (t) => {
   const report = await traffic.stop();
   t.comment(`${moved ? 'the state slot moved' : 'the state slot stayed'}; ${describe(report)}`);
   t.equal(report.noAnswer, 0, 'every request got an answer');
+  t.same(Object.keys(report.readsByStatus), ['200'], `every read answered 200 (${JSON.stringify(report.readsByStatus)})`);
   t.same(Object.keys(report.byStatus).map(Number).filter((s) => s >= 500), [], 'no 5xx');
   t.equal(report.created.size, report.byStatus[201], 'every create got its own id');
 });
@@ -86,6 +87,7 @@ t.test('a kill -9 of the primary owning the state slot under traffic', async (t)
   t.comment(describe(report));
   t.comment(`writes failed from the first failure to the first success after the last one: ${report.instances.map((r) => (r.firstFailureMs === null ? 'never' : r.recoveredMs === null ? 'not recovered' : `${Math.round(r.recoveredMs - r.firstFailureMs)} ms`)).join(', ')}`);
   t.equal(report.noAnswer, 0, 'every request got an answer');
+  t.same(Object.keys(report.readsByStatus), ['200'], `every read answered 200 (${JSON.stringify(report.readsByStatus)})`);
   t.same(Object.keys(report.byStatus).map(Number).filter((s) => s >= 500 && s !== 503), [], 'the only 5xx is 503');
   t.equal(report.created.size, report.byStatus[201], 'every create got its own id');
 

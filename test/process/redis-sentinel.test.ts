@@ -50,12 +50,17 @@ t.test('a kill -9 of the primary under traffic: 503 meanwhile, then writes again
   t.comment(`writes failed from the first failure to the first success after the last one: ${report.instances.map((r) => (r.firstFailureMs === null ? 'never' : r.recoveredMs === null ? 'not recovered' : `${Math.round(r.recoveredMs - r.firstFailureMs)} ms`)).join(', ')}`);
   t.equal(report.byStatus[500] ?? 0, 0, 'no 500');
   t.equal(report.noAnswer, 0, 'every request got an answer');
+  t.same(Object.keys(report.readsByStatus), ['200'], `every read answered 200 (${JSON.stringify(report.readsByStatus)})`);
   const fivexx = Object.keys(report.byStatus).map(Number).filter((s) => s >= 500 && s !== 503);
   t.same(fivexx, [], 'the only 5xx is 503');
   t.ok(report.created.size > 0, 'categories were created');
 
   // a create on each instance sends a change notice, so both lists are read again
-  for (const instance of [a, b]) t.equal((await on(instance, key, { method: 'POST', path: '/v1/categories', json: { name: 'after' } })).status, 201);
+  for (const instance of [a, b]) {
+    const made = await on(instance, key, { method: 'POST', path: '/v1/categories', json: { name: 'after' } });
+    t.equal(made.status, 201, `a create works (${made.text.slice(0, 200)})`);
+    if (made.status !== 201) t.comment(instance.logs.filter((l) => !l.includes('"msg":"request"')).slice(-8).join('\n').slice(0, 4000));
+  }
   for (const instance of [a, b]) {
     const list = await on(instance, key, { path: '/v1/categories' });
     t.equal(list.status, 200, `the list answers (${list.text.slice(0, 200)})`);
