@@ -43,9 +43,11 @@ export interface PebbleOptions {
   domainBlocklist?: string[];
   /** the lifetime of issued certificates in seconds (pebble's default: about 5 years) */
   certificateValidityPeriod?: number;
+  /** External Account Binding required, with these key ids → base64url HMAC keys (RFC 8555 §7.3.4) */
+  externalAccountMACKeys?: Record<string, string>;
 }
 
-export async function startPebble({ httpPort, dnsServer, domainBlocklist, certificateValidityPeriod }: PebbleOptions): Promise<Pebble> {
+export async function startPebble({ httpPort, dnsServer, domainBlocklist, certificateValidityPeriod, externalAccountMACKeys }: PebbleOptions): Promise<Pebble> {
   const dir = mkdtempSync(path.join(tmpdir(), 'portico-pebble-'));
   const [listenPort, managementPort, tlsPort] = await Promise.all([freePort(), freePort(), freePort()]);
   // a subject of its own: two pebbles' certificates in one trust file must not share a name
@@ -64,7 +66,8 @@ export async function startPebble({ httpPort, dnsServer, domainBlocklist, certif
       httpPort,
       tlsPort,
       ocspResponderURL: '',
-      externalAccountBindingRequired: false,
+      externalAccountBindingRequired: externalAccountMACKeys !== undefined,
+      ...(externalAccountMACKeys ? { externalAccountMACKeys } : {}),
       ...(domainBlocklist ? { domainBlocklist } : {}),
       ...(certificateValidityPeriod ? { certificateValidityPeriod } : {}),
     },
