@@ -1,5 +1,6 @@
 // The queue is worked through as the budget refills, first verified first, with an injected clock
-// (a refill takes an hour at 3 orders per 3 h) and a real pebble counting the orders.
+// (a refill takes an hour at 3 orders per 3 h) and a real pebble counting the orders; a hostname over
+// its failed-validation limit waits without holding back the others.
 import t from 'tap';
 import { startManagerBed } from '../helpers/cert-manager.ts';
 
@@ -39,4 +40,36 @@ t.test('over the limit: queued in verification order, ordered one by one as the 
   await manager.idle();
   const events = (await stores.domains.events('d5.example.org')).map((e) => e.type);
   t.same(events.filter((type) => type !== 'challenge_served'), ['certificate_queued', 'order_placed', 'certificate_issued', 'renewal_scheduled'], 'queued, then ordered, then issued');
+});
+
+t.test('failed validations per hostname: after the limit, that hostname waits; others still order', async (t) => {
+  const bed = await startManagerBed({ limits: { failedValidationsPerHour: 1 } });
+  t.teardown(() => bed.stop());
+  const { manager, stores, pebble, dns, clock } = bed;
+  await bed.addVerified('broken.example.org');
+  // the CA's validation lands where nothing answers
+  await dns.clearA('broken.example.org');
+  await dns.addA('broken.example.org', ['127.0.0.2']);
+  await manager.obtain('broken.example.org', 'verified');
+  t.equal(pebble.orders(), 1);
+  t.match((await stores.domains.get('broken.example.org'))!.certificate, { status: 'failed', lastError: /^challenge: / });
+  await manager.obtain('broken.example.org', 'retry');
+  t.equal(pebble.orders(), 1, 'a second try within the hour is not sent to the CA');
+  const waiting = (await stores.domains.get('broken.example.org'))!.certificate;
+  t.match(waiting, { status: 'queued', queuePosition: 1 });
+  t.match((await stores.domains.events('broken.example.org')).find((e) => e.type === 'certificate_queued')?.message, /failed validations for this hostname/);
+  await bed.addVerified('fine.example.org');
+  await manager.obtain('fine.example.org', 'verified');
+  // it joins the line behind broken.example.org, whose wait holds back only itself: the queue's
+  // timer (a real one) lets it go at once
+  await new Promise((r) => setTimeout(r, 100));
+  await manager.idle();
+  t.equal((await stores.domains.get('fine.example.org'))!.certificate.status, 'issued', 'another hostname is not held back');
+  t.equal(pebble.orders(), 2);
+  t.equal((await stores.domains.get('broken.example.org'))!.certificate.queuePosition, 1);
+  clock.ms += 61 * 60_000;
+  await dns.clearA('broken.example.org');
+  await dns.addA('broken.example.org', ['127.0.0.1']);
+  await manager.sweep();
+  t.equal((await stores.domains.get('broken.example.org'))!.certificate.status, 'issued', 'an hour later, with its DNS fixed, it is ordered from the queue');
 });
