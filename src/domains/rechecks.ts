@@ -51,13 +51,17 @@ export function createDomainChecks(deps: DomainChecksDeps) {
     const current = await stores.domains.get(domain.hostname);
     if (!current || current.projectId !== domain.projectId) return null;
     const outcome = applyCheck(current, result, reason, context, now());
-    if (outcome.domain.status === 'verified' && !outcome.domain.redirect && !outcome.domain.primary) {
+    // the first verified domain of a project becomes primary: looked at when one verifies or the owner
+    // asks, not on every daily check (that would read every domain of the project each time)
+    if ((outcome.verifiedNow || reason !== 'recheck') && outcome.domain.status === 'verified' && !outcome.domain.redirect && !outcome.domain.primary) {
       const siblings = await stores.domains.listByProject(domain.projectId);
       if (!siblings.some((d) => d.primary && d.hostname !== domain.hostname)) outcome.domain.primary = true;
     }
     const saved = await stores.domains.update(outcome.domain, outcome.events);
     if (!saved) return null;
-    await stores.events.publish(`domain:${domain.hostname}`);
+    // a notice makes every instance re-read the route and drop the cached certificate context: only
+    // when serving changes, not for each routine check
+    if (saved.status !== current.status || saved.primary !== current.primary) await stores.events.publish(`domain:${domain.hostname}`);
     if (schedule) {
       if (outcome.nextCheckAt === null) await scheduler.cancel(DOMAIN_CHECK, domain.hostname);
       else await scheduler.at(DOMAIN_CHECK, domain.hostname, outcome.nextCheckAt);
