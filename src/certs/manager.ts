@@ -86,7 +86,10 @@ export function createCertificateManager(options: ManagerOptions) {
   const jobs: Record<string, (key: string) => Promise<number | null>> = {
     [QUEUE_JOB]: async () => {
       await ordering.drainQueue();
-      return (await options.queue.size()) > 0 ? now() + 60_000 : null;
+      if ((await options.queue.size()) === 0) return null;
+      // the next look when the first in line should have its turn (at least a second on, at most a minute)
+      const turn = (await options.queueEstimates?.().catch(() => null))?.(1) ?? now() + 60_000;
+      return Math.min(Math.max(turn, now() + 1_000), now() + 60_000);
     },
     [RENEWAL_JOB]: (hostname) => renewals.run(hostname),
   };
