@@ -33,6 +33,8 @@ function plan(ctx: BenchContext, id: string, streams: number): Measured | string
     );
   }
   ratios.push(
+    // the floor: what a Node h2 proxy with nothing else to do reaches against the same ceiling
+    { label: 'bare undici proxy h2 ÷ bare Node h2 server req per CPU-second (a Node h2 proxy\'s floor)', num: 'bare undici proxy h2 (info)', den: 'bare Node h2 server (answers itself)', metric: 'perCpuSecond' },
     { label: 'Portico ÷ bare undici proxy h2 req per CPU-second', num: 'Portico h2', den: 'bare undici proxy h2 (info)', metric: 'perCpuSecond' },
     { label: 'Portico h2 ÷ Portico HTTP/1.1 req per CPU-second', num: 'Portico h2', den: 'Portico HTTP/1.1 (wrk, info)', metric: 'perCpuSecond' },
   );
