@@ -8,6 +8,7 @@
 //   `verification_expired`, and the checks stop until Re-verify starts the cycle again;
 // - verified: checked every verifiedRecheckMs; three failed checks in a row → health misconfigured
 //   (still verified and served: removal is the owner's decision), the next passing check → ok.
+// Every check is an event, except a routine one that finds a healthy domain unchanged.
 import type { Domain } from '../state/types.ts';
 import { domainEvent, type DomainEvent } from './events.ts';
 import type { Verification } from './verifier.ts';
@@ -46,7 +47,10 @@ export function applyCheck(current: Domain, result: Verification, reason: CheckR
   const recheck = fresh ? { since: reason === 'reverify' ? at : current.createdAt, attempts: 0, failuresInRow: 0 } : { ...current.recheck! };
   const found = summarise(result);
   const next: Domain = { ...current, diagnostics: result.diagnostics, lastCheckedAt: at, recheck };
-  const events: DomainEvent[] = [domainEvent('dns_checked', describeCheck(current, result, reason), found, now)];
+  // a routine check that finds a healthy domain as it was is not news: it moves lastCheckedAt only, so
+  // the newest 200 events keep the domain's history instead of a year of "still fine"
+  const routine = reason === 'recheck' && result.verified && current.status === 'verified' && current.health !== 'misconfigured' && (current.recheck?.failuresInRow ?? 0) === 0;
+  const events: DomainEvent[] = routine ? [] : [domainEvent('dns_checked', describeCheck(current, result, reason), found, now)];
 
   if (current.status === 'verified') {
     next.health ??= 'ok';

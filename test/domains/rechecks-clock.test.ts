@@ -121,6 +121,10 @@ t.test('verified: checked daily; three failures in a row → misconfigured; a pa
   await nextCheck('daily.example.com');
   t.match(await stores.domains.get('daily.example.com'), { health: 'ok', diagnostics: [] });
   t.same((await stores.domains.events('daily.example.com')).map((e) => e.type).filter((type) => type !== 'dns_checked'), ['verified', 'misconfigured', 'recovered']);
+  const checked = (await stores.domains.events('daily.example.com')).filter((e) => e.type === 'dns_checked').length;
+  await nextCheck('daily.example.com');
+  t.equal((await stores.domains.events('daily.example.com')).filter((e) => e.type === 'dns_checked').length, checked, 'a routine check of a healthy domain adds no event');
+  t.equal((await stores.domains.get('daily.example.com'))!.lastCheckedAt, new Date(now()).toISOString(), 'but it is recorded');
 });
 
 t.test('domains stored before automatic checks existed get their first check, once', async (t) => {
