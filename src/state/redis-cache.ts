@@ -7,9 +7,12 @@
 //   next use instead of being dropped, so an outage that starts right after a notice still finds a
 //   value to answer with; with `fallback` false (a key after a reconnect: it may have been revoked)
 //   it no longer answers when that read fails.
-// - Every invalidation (delete, clear: a change notice, a reconnect) moves `version`: a read that
-//   started before it neither fills the cache nor is shared with requests made after it, so a
-//   revoked key or a changed plan is never put back by a read that was already in flight.
+// - Every invalidation (delete, clear, markStale: a change notice, a reconnect) moves `version`: a
+//   read that started before it is not shared with requests made after it and is not kept as fresh.
+//   After a markStale that allows a fallback, such a read is still kept as the stale copy (read again
+//   at the next use, answering only if that fails): under a stream of notices a list keeps a copy
+//   for an outage. After a delete, clear or a markStale without fallback (`dropped` moves) it is not
+//   kept at all, so a revoked key is never put back by a read that was already in flight.
 // redis.ts owns the instances and decides when to invalidate (its `portico:invalidate` channel).
 
 const FRESH_MS = 60_000;
@@ -30,6 +33,7 @@ export type Guard = <T>(run: () => Promise<T>) => Promise<T>;
 
 export class Cache<K, T> extends Map<K, Cached<T>> {
   private version = 0;
+  private dropped = 0;
   /** the read in flight per id, shared by the requests that miss meanwhile */
   private loading = new Map<K, { version: number; promise: Promise<T> }>();
   private readonly call: Guard;
@@ -43,13 +47,22 @@ export class Cache<K, T> extends Map<K, Cached<T>> {
 
   override delete(id: K): boolean {
     this.version++;
+    this.dropped++;
     this.loading.delete(id);
     return super.delete(id);
+  }
+
+  /** `value` is the newest there is (this instance just wrote it) */
+  put(id: K, value: T): void {
+    this.version++;
+    this.loading.delete(id);
+    this.set(id, { value, at: this.now(), answer: Promise.resolve(value), fallback: true });
   }
 
   /** read `id` again at its next use; until then it answers only when that read fails and `fallback` */
   markStale(id: K, fallback: boolean): void {
     this.version++;
+    if (!fallback) this.dropped++;
     this.loading.delete(id);
     const cached = this.get(id);
     if (cached) super.set(id, { ...cached, at: -Infinity, fallback: cached.fallback && fallback });
@@ -57,12 +70,14 @@ export class Cache<K, T> extends Map<K, Cached<T>> {
 
   markAllStale(fallback: boolean): void {
     this.version++;
+    if (!fallback) this.dropped++;
     this.loading.clear();
     for (const [id, cached] of this) super.set(id, { ...cached, at: -Infinity, fallback: cached.fallback && fallback });
   }
 
   override clear(): void {
     this.version++;
+    this.dropped++;
     this.loading.clear();
     super.clear();
   }
@@ -88,14 +103,17 @@ export class Cache<K, T> extends Map<K, Cached<T>> {
 
   private loadInto(id: K, load: () => Promise<T>): Promise<T> {
     const version = this.version;
+    const dropped = this.dropped;
     const inFlight = this.loading.get(id);
     if (inFlight && inFlight.version === version) return inFlight.promise;
     const promise = this.call(load).then(
       (value) => {
         if (this.loading.get(id)?.promise === promise) this.loading.delete(id);
-        if (this.version === version) {
-          if (!this.has(id) && this.size >= CACHE_MAX) this.evictOldest();
-          this.set(id, { value, at: this.now(), answer: Promise.resolve(value), fallback: true });
+        const fresh = this.version === version;
+        const current = this.get(id);
+        if (fresh || (this.dropped === dropped && (current === undefined || current.at === -Infinity))) {
+          if (!current && this.size >= CACHE_MAX) this.evictOldest();
+          this.set(id, { value, at: fresh ? this.now() : -Infinity, answer: Promise.resolve(value), fallback: true });
         }
         return value;
       },

@@ -122,7 +122,10 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     const [kind, id] = splitOnce(message);
     // a changed key is dropped (a revoked one must never answer again); a changed list or account is
     // read again at its next use, and answers from its old copy only while Redis cannot be reached
-    if (kind === 'key') keyCache.delete(id);
+    // (a revocation is final: a key this instance holds as revoked stays so)
+    if (kind === 'key') {
+      if (!keyCache.get(id)?.value?.revokedAt) keyCache.delete(id);
+    }
     else if (kind === 'categories') categoryLists.markStale(id as Environment, true);
     else if (kind === 'account') accountCache.markStale(id, true);
     else if (kind === 'domain' || kind === 'project') {
@@ -189,7 +192,7 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
         const text = await write(() => scripts.porticoRevokeKey(`portico:key:${id}`, at));
         if (!text) return null;
         const revoked = JSON.parse(text) as ApiKey;
-        keyCache.delete(revoked.hash);
+        keyCache.put(revoked.hash, revoked);
         await call(() => client.publish(CHANNEL, `key:${revoked.hash}`));
         return revoked;
       },

@@ -283,4 +283,31 @@ t.test('redis only', async (t) => {
     t.not(after, 'full');
     t.equal(await stores.health(), 'ok');
   });
+
+  t.test('a change notice right before Redis dies: the list and the plan answer from the last copy, a revoked key does not', async (t) => {
+    const own: RedisServer = await startRedis();
+    t.teardown(() => own.stop());
+    const a = await redisStores(t, own.url, 250);
+    const b = await redisStores(t, own.url, 250);
+    const key = apiKey('key_notice', 'acct_n');
+    await a.accounts.create(account('acct_n', 'pro'));
+    await a.keys.create(key);
+    const first = await a.categories.create('production', { name: 'first' }, 10);
+    if (first === 'full') throw new Error('unexpected full');
+    // B reads everything once
+    t.strictSame(await b.categories.list('production'), [first]);
+    t.strictSame(await b.accounts.get('acct_n'), account('acct_n', 'pro'));
+    t.strictSame(await b.keys.findByHash(key.hash), key);
+    // A changes the list, the plan and the key; B gets a notice for each
+    await a.categories.create('production', { name: 'second' }, 10);
+    await a.accounts.update(account('acct_n', 'business'));
+    await a.keys.revoke('key_notice', REVOKED);
+    await sleep(200);
+    await own.kill();
+
+    t.strictSame(await b.categories.list('production'), [first], 'B\'s list answers from its last copy (it had not seen the second)');
+    t.strictSame(await b.accounts.get('acct_n'), account('acct_n', 'pro'), 'so does the account');
+    await t.rejects(b.keys.findByHash(key.hash), { code: 'STATE_UNAVAILABLE' }, 'the revoked key is not answered from the old copy');
+    t.match(await a.keys.findByHash(key.hash), { revokedAt: REVOKED }, 'A knows it is revoked');
+  });
 });
