@@ -10,11 +10,10 @@
 // issue() call of this issuer (AsyncLocalStorage), which also carry the `ca` trust per request.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { X509Certificate } from 'node:crypto';
-import http from 'node:http';
 import https from 'node:https';
 import tls from 'node:tls';
 import * as acme from 'acme-client';
-import { certId, fetchRenewalInfo, type RenewalInfo } from './ari.ts';
+import { certId, fetchRenewalInfo, renewalInfoUrl, retryAfterSeconds, type RenewalInfo } from './ari.ts';
 
 // the stores this needs are in types.ts: challenges must be visible to every instance the CA may reach
 import type { AccountKeyStore, ChallengeStore as StoredChallenges } from './types.ts';
@@ -139,7 +138,7 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     if (response.status === 201 && isObject(data) && typeof data.finalize === 'string') orderCount += 1;
     // badNonce is retried by acme-client itself (RFC 8555 §6.5): not the reason for a failure
     if (response.status >= 400 && isProblem(data) && data.type !== `${PROBLEM}badNonce`) {
-      trace.problem = { type: data.type, detail: data.detail ?? '', retryAfterSeconds: parseRetryAfter(response.headers['retry-after']) };
+      trace.problem = { type: data.type, detail: data.detail ?? '', retryAfterSeconds: retryAfterSeconds(response.headers['retry-after'], Date.now()) };
     } else if (isObject(data) && data.status === 'invalid' && isProblem(data.error)) {
       // an invalid challenge, authorisation or order carries the reason in `error`
       trace.problem = { type: data.error.type, detail: data.error.detail ?? '' };
@@ -261,13 +260,13 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     return describe(certPem, keyPem.toString());
   }
 
-  let directory: Promise<Record<string, unknown>> | null = null;
+  let renewalInfoBase: Promise<string | null> | null = null;
   async function renewalInfo(certPem: string, now: number): Promise<(RenewalInfo & { certId: string }) | null> {
     const trace = newTrace();
     try {
-      directory ??= fetchDirectory(directoryUrl, trace.agent).catch((err: unknown) => { directory = null; throw err; });
-      const base = (await directory).renewalInfo;
-      if (typeof base !== 'string') return null;
+      renewalInfoBase ??= renewalInfoUrl(directoryUrl, trace.agent).catch((err: unknown) => { renewalInfoBase = null; throw err; });
+      const base = await renewalInfoBase;
+      if (base === null) return null;
       const id = certId(certPem);
       const info = await fetchRenewalInfo(base, id, trace.agent, now);
       return info === null ? null : { ...info, certId: id };
@@ -277,24 +276,6 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
   }
 
   return { issue, renewalInfo, orders: () => orderCount };
-}
-
-async function fetchDirectory(url: string, agent: https.Agent): Promise<Record<string, unknown>> {
-  const client = url.startsWith('https:') ? https : http;
-  const body = await new Promise<string>((resolve, reject) => {
-    const request = client.get(url, url.startsWith('https:') ? { agent, timeout: REQUEST_TIMEOUT_MS } : { timeout: REQUEST_TIMEOUT_MS }, (response) => {
-      let text = '';
-      response.setEncoding('utf8');
-      response.on('data', (chunk: string) => { text += chunk; });
-      response.on('end', () => (response.statusCode === 200 ? resolve(text) : reject(new Error(`${url} answered ${response.statusCode}`))));
-      response.on('error', reject);
-    });
-    request.on('timeout', () => request.destroy(new Error(`no answer from ${url}`)));
-    request.on('error', reject);
-  });
-  const parsed: unknown = JSON.parse(body);
-  if (!isObject(parsed)) throw new Error(`${url} is not an ACME directory`);
-  return parsed;
 }
 
 /** The IssueError kind for an ACME problem type (RFC 8555 §6.7); unknown types are the CA's. */
@@ -322,12 +303,4 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 function isProblem(value: unknown): value is { type: string; detail?: string } {
   return isObject(value) && typeof value.type === 'string';
-}
-
-/** Retry-After is delay-seconds or an HTTP-date (RFC 9110 §10.2.3). */
-function parseRetryAfter(header: unknown): number | undefined {
-  if (typeof header !== 'string' || header === '') return undefined;
-  if (/^\d+$/.test(header)) return Number(header);
-  const at = Date.parse(header);
-  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - Date.now()) / 1000));
 }

@@ -79,6 +79,15 @@ export interface RenewalInfo {
   pollAt: number;
 }
 
+/** The directory's `renewalInfo` URL (§3), null when the CA offers none. */
+export async function renewalInfoUrl(directoryUrl: string, agent: https.Agent | undefined): Promise<string | null> {
+  const { status, body } = await get(directoryUrl, agent);
+  if (status !== 200) throw new Error(`${directoryUrl} answered ${status}`);
+  const directory: unknown = JSON.parse(body);
+  const url = typeof directory === 'object' && directory !== null ? (directory as { renewalInfo?: unknown }).renewalInfo : undefined;
+  return typeof url === 'string' ? url : null;
+}
+
 /** GET <renewalInfo>/<certID> (§4.1). Resolves null when the CA has no answer for it (404 etc.). */
 export async function fetchRenewalInfo(baseUrl: string, id: string, agent: https.Agent | undefined, now: number): Promise<RenewalInfo | null> {
   const url = `${baseUrl.replace(/\/$/, '')}/${id}`;
