@@ -73,3 +73,27 @@ t.test('failed validations per hostname: after the limit, that hostname waits; o
   await manager.sweep();
   t.equal((await stores.domains.get('broken.example.org'))!.certificate.status, 'issued', 'an hour later, with its DNS fixed, it is ordered from the queue');
 });
+
+t.test('a renewal over the limit waits in line while the current certificate keeps being served', async (t) => {
+  const bed = await startManagerBed({ limits: { newOrdersPer3h: 1 } });
+  t.teardown(() => bed.stop());
+  const { manager, stores, certs, pebble, clock } = bed;
+  await bed.addVerified('old.example.org');
+  const first = (await manager.obtain('old.example.org', 'verified'))!;
+  await manager.idle();
+  // well inside its renewal window, another domain takes the one order there is
+  clock.ms = Date.parse(first.notBefore) + (Date.parse(first.notAfter) - Date.parse(first.notBefore)) * 0.8;
+  await bed.addVerified('new.example.org');
+  t.ok(await manager.obtain('new.example.org', 'verified'));
+  await manager.sweep();
+  await manager.idle();
+  t.equal(pebble.orders(), 2, 'the renewal was not sent to the CA');
+  t.match((await stores.domains.get('old.example.org'))!.certificate, { status: 'issued', queuePosition: 1, notAfter: first.notAfter }, 'issued, and waiting in line for its renewal');
+  t.ok(await manager.secureContext('old.example.org'), 'the current certificate is still served');
+  clock.ms += 3 * 3_600_000;
+  await manager.sweep();
+  await manager.idle();
+  t.equal(pebble.orders(), 3, 'once the budget refilled: renewed');
+  t.not((await certs.certificates.get('old.example.org'))!.certPem, first.certPem);
+  t.equal((await stores.domains.get('old.example.org'))!.certificate.queuePosition, undefined, 'and out of the line');
+});
