@@ -51,9 +51,11 @@ function hashJitter(hostname: string): number {
 
 // the certificate gauges need no fresher figures than this
 const SUMMARY_EVERY_MS = 600_000;
-// the scheduler's job kinds: working through the order queue, and one certificate's renewal
+// the scheduler's job kinds: working through the order queue, one certificate's renewal, and the
+// next try of a failed first order
 const QUEUE_JOB = 'acme-queue';
 const RENEWAL_JOB = 'cert-renewal';
+const RETRY_JOB = 'cert-retry';
 
 export { renewAt, backoffFor };
 
@@ -92,6 +94,15 @@ export function createCertificateManager(options: ManagerOptions) {
       return Math.min(Math.max(turn, now() + 1_000), now() + 60_000);
     },
     [RENEWAL_JOB]: (hostname) => renewals.run(hostname),
+    // a failed first order, once its backoff has ended (a new failure schedules the next try itself)
+    [RETRY_JOB]: async (hostname) => {
+      const domain = await stores.domains.get(hostname);
+      if (domain?.status !== 'verified' || domain.certificate.status !== 'failed') return null;
+      const next = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
+      if (next > now()) return next;
+      await ordering.obtain(hostname, 'retry');
+      return null;
+    },
   };
   function wake(kind: string, key: string, at: number): void {
     if (stopped) return;
@@ -123,6 +134,7 @@ export function createCertificateManager(options: ManagerOptions) {
       void planned.finally(() => running.delete(planned));
     },
     onQueueDue: (at) => wake(QUEUE_JOB, 'all', at),
+    onRetryDue: (hostname, at) => wake(RETRY_JOB, hostname, at),
     isDue: (stored) => renewals.isDue(stored),
     queueEstimates: () => options.queueEstimates?.() ?? Promise.resolve(null),
   });
@@ -191,7 +203,8 @@ export function createCertificateManager(options: ManagerOptions) {
     },
 
     /**
-     * One maintenance pass: renew what is due, retry failures whose backoff ended, refresh metrics.
+     * One maintenance pass: renew what is due, look at the queue, refresh metrics (a failed first
+     * order is tried again by its own cert-retry job).
      * The store hands over only certificates whose renewal window has opened (their index is kept
      * in that order), so a pass costs what is due, not what is stored.
      */
@@ -207,7 +220,6 @@ export function createCertificateManager(options: ManagerOptions) {
           if (next !== null) wake(RENEWAL_JOB, hostname, next);
         }
       }
-      await ordering.retryDue();
       await ordering.drainQueue();
       await options.refreshLimitMetrics?.().catch(() => undefined);
       if (now() - summarisedAt >= SUMMARY_EVERY_MS || now() < summarisedAt) {

@@ -42,6 +42,8 @@ export interface OrderingOptions {
   onIssued(stored: StoredCertificate): void;
   /** the queue should be looked at again at this time */
   onQueueDue(at: number): void;
+  /** a failed first order should be tried again at this time (the backoff's end) */
+  onRetryDue(hostname: string, at: number): void;
   /** has this certificate's renewal moment come (renewal.ts)? Checked again under the lock */
   isDue(stored: StoredCertificate): boolean;
   /**
@@ -54,9 +56,6 @@ export interface OrderingOptions {
 export function createOrdering(options: OrderingOptions) {
   const { stores, certs, chain, queue, log, metrics, now } = options;
   const inFlight = new Map<string, Promise<OrderResult>>();
-  // failed orders waiting for their backoff to end (a restart forgets them; the next handshake or
-  // sweep for the name starts over, still within the backoff recorded on the domain)
-  const retries = new Map<string, number>();
 
   const record = (hostname: string) => (event: DomainEvent) => stores.domains.appendEvent(hostname, event);
 
@@ -135,7 +134,6 @@ export function createOrdering(options: OrderingOptions) {
         now(),
       ));
       await queue.remove(hostname);
-      retries.delete(hostname);
       metrics.acmeOrders.inc({ result: 'success' });
       metrics.acmeOrderDuration.observe((now() - started) / 1000);
       log.info({ hostname, issuer: issuer.name, notAfter: issued.notAfter, reason }, 'certificate issued');
@@ -164,7 +162,8 @@ export function createOrdering(options: OrderingOptions) {
       queuePosition: undefined,
       failures,
     })).catch(() => undefined);
-    retries.set(hostname, now() + delay);
+    // a first certificate is tried again when the backoff ends; a renewal's own job does that
+    if (!valid) options.onRetryDue(hostname, now() + delay);
     log.warn({ hostname, kind: err.kind, err: err.message }, 'certificate order failed');
     return { certificate: valid };
   }
@@ -247,22 +246,11 @@ export function createOrdering(options: OrderingOptions) {
     return null;
   }
 
-  /** Failed orders whose backoff has ended, tried again. */
-  async function retryDue(): Promise<void> {
-    for (const [hostname, due] of retries) {
-      if (due > now()) continue;
-      retries.delete(hostname);
-      await obtain(hostname, 'retry');
-    }
-  }
-
   return {
     obtain,
     drainQueue,
-    retryDue,
     /** the owner fixed something: forget the backoff and try at once */
     async reset(hostname: string): Promise<void> {
-      retries.delete(hostname);
       await setCertificateState(hostname, (d) => ({ ...d.certificate, nextAttemptAt: undefined, failures: 0 }));
     },
   };
