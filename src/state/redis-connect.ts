@@ -54,8 +54,7 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     enableAutoPipelining: true,
     // a dead Redis must fail requests at once, not queue them
     enableOfflineQueue: false,
-    // WAIT blocks up to its own timeout: a command must be allowed to outlast it
-    commandTimeout: commandTimeoutMs + (replicasToAck > 0 ? ackTimeoutMs : 0),
+    commandTimeout: commandTimeoutMs,
     maxRetriesPerRequest: 0,
     lazyConnect: false,
     username: target.username,
@@ -136,6 +135,9 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     try {
       // WAIT must go where the write went: the node owning the state slot on a Cluster
       const command = new Command('wait', [replicasToAck, ackTimeoutMs], { replyEncoding: 'utf8' });
+      // WAIT blocks up to its own timeout: it alone may outlast the command timeout (a timeout set
+      // first is the one ioredis keeps)
+      command.setTimeout(commandTimeoutMs + ackTimeoutMs);
       const reply = cluster ? cluster.sendCommand(command, undefined, { slot: STATE_SLOT }) : client.sendCommand(command);
       confirmed = Number(await (reply as Promise<unknown>));
     } catch (err) {

@@ -14,6 +14,8 @@ import { Cache } from './redis-cache.ts';
 
 const CHANNEL = 'portico:invalidate';
 const SUSPECT_MS = 2_000;
+/** how long after losing its connection a command still waits for it to come back */
+const RECONNECT_WAIT_MS = 1_000;
 /** keys read again at once after a reconnect; the others at their next use */
 const KEYS_REREAD_AT_ONCE = 1000;
 const ROUTE_RETRY_MS = 1000;
@@ -57,11 +59,25 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     porticoCreateCategory(...args: unknown[]): Promise<number>;
     porticoRevokeKey(key: string, at: string): Promise<string | null>;
   };
+  // A connection lost a moment ago is most often being made again already: after a Sentinel failover
+  // ioredis reconnects once more when the last sentinel announces the new primary (+switch-master),
+  // a few ms after writes worked again. A command in the first second of such a gap waits for the
+  // connection (within the command timeout) instead of failing at once; in a longer outage, commands
+  // fail at once.
+  let lostAt: number | null = null;
+  client.on('close', () => void (lostAt ??= now()));
+  client.on('ready', () => void (lostAt = null));
+  const reconnecting = async (): Promise<void> => {
+    if (client.status === 'ready' || lostAt === null) return;
+    const left = RECONNECT_WAIT_MS - (now() - lostAt);
+    if (left > 0) await connected(client, Math.min(left, connections.options.commandTimeoutMs));
+  };
   // After a failure, a command is preceded by a PING until Redis answers again: a frozen Redis
   // (SIGSTOP, a stalled network) still looks connected, and a write sent to it would be applied
   // later although its caller was told 503.
   const call = async <T>(run: () => Promise<T>): Promise<T> => {
     try {
+      await reconnecting();
       if (now() - health.failedAt < SUSPECT_MS) await client.ping();
       return await run();
     } catch (err) {
