@@ -8,6 +8,7 @@ import { spawnPortico, cleanup, type Child } from '../helpers/portico.ts';
 import { api, admin, accountWithKey } from '../helpers/client.ts';
 import { startSentinel } from '../helpers/redis-topology.ts';
 import { startTraffic } from '../helpers/failover-traffic.ts';
+import { parseExposition, scrape, sum } from '../helpers/prometheus.ts';
 
 const topology = await startSentinel();
 t.teardown(() => topology.stop());
@@ -54,6 +55,11 @@ t.test('a kill -9 of the primary under traffic: 503 meanwhile, then writes again
   const fivexx = Object.keys(report.byStatus).map(Number).filter((s) => s >= 500 && s !== 503);
   t.same(fivexx, [], 'the only 5xx is 503');
   t.ok(report.created.size > 0, 'categories were created');
+  for (const instance of [a, b]) {
+    const metrics = parseExposition(await scrape(instance.ports.admin));
+    t.ok(sum(metrics, 'portico_redis_command_errors_total', { kind: 'connection' }) > 0, 'the failover shows as Redis connection errors');
+    t.ok(metrics.samples.some((s) => s.name === 'portico_redis_unreplicated_writes_total'), 'unreplicated writes are counted');
+  }
 
   // a create on each instance sends a change notice, so both lists are read again
   for (const instance of [a, b]) {
