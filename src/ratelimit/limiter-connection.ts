@@ -120,11 +120,6 @@ export class LimiterConnection {
     });
   }
 
-  /** false once the socket closed or was never opened: calls would wait for a reconnect */
-  get ready(): boolean {
-    return this.#state === 'ready';
-  }
-
   close(): void {
     if (this.#state === 'closed') return;
     this.#state = 'closed';

@@ -1,7 +1,9 @@
-// Redis backend: shared by every instance. Hot reads (key lookups, accounts, category lists) go through
-// a small in-process cache (redis-cache.ts), so an authenticated /v1 read makes no Redis round trip
-// besides the limiter's; a change publishes on `portico:invalidate` so every instance drops its copy at
-// once, every cache is flushed when the subscriber reconnects, and entries live at most 60 s.
+// Redis backend: shared by every instance, on one server, Sentinel or Cluster (redis-connect.ts). Hot
+// reads (key lookups, accounts, category lists) go through a small in-process cache (redis-cache.ts),
+// so an authenticated /v1 read makes no Redis round trip besides the limiter's; a change publishes on
+// `portico:invalidate` and every instance reads its copy again at its next use (a changed key is
+// dropped at once), every cache is read again when the subscriber reconnects, and entries live at
+// most 60 s. Acknowledged writes wait for replicas (`write`, DESIGN §8).
 // When Redis cannot be reached, reads fall back to the last data this instance saw (DESIGN §4,
 // `onRedisDown: local`); writes reject with code STATE_UNAVAILABLE.
 import type { Redis } from 'ioredis';
