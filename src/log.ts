@@ -31,6 +31,8 @@ export interface AccessEntry {
   clientIp: string;
   protocol: string;
   accountId: string | undefined;
+  /** the answer was cut short after it started (upstream failure mid-body, or the visitor left) */
+  aborted?: true;
 }
 
 /**
@@ -45,6 +47,6 @@ export function accessLogger(log: Logger): ((entry: AccessEntry) => void) | null
   const prefix = `{"level":30,"time":`;
   const pid = `,"pid":${process.pid}`;
   return (e) => {
-    stream.write(`${prefix}${Date.now()}${pid}${e.method === undefined ? '' : `,"method":${JSON.stringify(e.method)}`},"hostname":${JSON.stringify(e.hostname)},"path":${JSON.stringify(e.path)},"route":"${e.route}","status":${e.status},"durationMs":${e.durationMs},"clientIp":${JSON.stringify(e.clientIp)},"protocol":${JSON.stringify(e.protocol)}${e.accountId === undefined ? '' : `,"accountId":${JSON.stringify(e.accountId)}`},"msg":"request"}\n`);
+    stream.write(`${prefix}${Date.now()}${pid}${e.method === undefined ? '' : `,"method":${JSON.stringify(e.method)}`},"hostname":${JSON.stringify(e.hostname)},"path":${JSON.stringify(e.path)},"route":"${e.route}","status":${e.status},"durationMs":${e.durationMs},"clientIp":${JSON.stringify(e.clientIp)},"protocol":${JSON.stringify(e.protocol)}${e.accountId === undefined ? '' : `,"accountId":${JSON.stringify(e.accountId)}`}${e.aborted ? ',"aborted":true' : ''},"msg":"request"}\n`);
   };
 }

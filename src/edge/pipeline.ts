@@ -87,8 +87,14 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
     let routeLabel: RouteLabel = 'unknown';
     const outcome: ApiOutcome = {};
 
-    res.on('finish', () => {
+    let logged = false;
+    const record = () => {
+      if (logged) return;
+      logged = true;
       const ms = performance.now() - started;
+      // an answer cut short (the upstream failed mid-body, or the visitor left) never finishes: its
+      // line says so, with the status the forwarder left on it (502/504 for an upstream failure)
+      const aborted = res.writableFinished ? undefined : true;
       recordAnswer(routeLabel, req.method, res.statusCode, ms / 1000);
       access?.({
         method: req.method,
@@ -100,8 +106,11 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
         clientIp: ip,
         protocol: req.httpVersion,
         accountId: outcome.accountId,
+        aborted,
       });
-    });
+    };
+    res.on('finish', record);
+    res.on('close', record);
 
     if (misdirected(socket, hostname)) {
       sendError(res, 'misdirected_request', `This connection was opened for ${socket.servername}; open a new one for ${hostname || 'this host'}.`);

@@ -1,6 +1,7 @@
 // Forwards one request to an upstream over a keep-alive pool (http1-client.ts) and streams the answer back.
 // Hop-by-hop headers (RFC 9110 §7.6.1) and HTTP/2 pseudo-headers never cross; bodies stream both
 // ways; a client that goes away aborts the upstream request; refused → 502, silent → 504.
+import http2 from 'node:http2';
 import type { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError, type Response } from '../errors.ts';
@@ -60,16 +61,20 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
         method,
         body: hasBody && bodyLength !== 0 ? (req as unknown as Readable) : null,
         bodyLength,
-        onHead(statusCode, fields, connection) {
+        onHead(statusCode, fields, connection, length) {
+          upstreamFields = fields;
           res.statusCode = statusCode;
           const named = connection === '' ? NO_TOKENS : connectionTokens(connection);
           for (let i = 0; i < fields.length; i += 2) {
             const name = fields[i];
-            if (HOP_BY_HOP.has(name) || named.has(name)) continue;
+            // the visitor's framing is Portico's: Content-Length from what is forwarded (below),
+            // Transfer-Encoding (hop-by-hop) by Node's server for the visitor's protocol
+            if (HOP_BY_HOP.has(name) || name === 'content-length' || named.has(name)) continue;
             // a repeated field (Set-Cookie …) is appended; a first one replaces what Portico set (HSTS)
             if (repeated(fields, i)) res.appendHeader(name, fields[i + 1]);
             else res.setHeader(name, fields[i + 1]);
           }
+          if (length !== -1) res.setHeader('content-length', length);
           return res as unknown as Sink;
         },
       });
@@ -77,6 +82,7 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
       // writableFinished === true (its Http2Stream counts as finished once closed), so a cancelled
       // stream never aborted its upstream request (test/proxy/project-proxy.test.ts, HTTP/2 cancel).
       // Once end() was called the upstream answer was read to its end: nothing is left to abort.
+      let upstreamFields: string[] = [];
       const onClose = () => {
         if (!res.writableEnded) call.abort();
       };
@@ -86,9 +92,18 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
       } catch (err) {
         const kind = err instanceof UpstreamError ? err.kind : 'other';
         report(kind);
-        // before the answer started: a 502/504 page; after: cutting the response is the only honest signal
-        if (!call.answered) throw new HttpError(kind === 'timeout' ? 'gateway_timeout' : 'bad_gateway');
-        if (!res.writableFinished) (res as { destroy(): void }).destroy();
+        const status = kind === 'timeout' ? 504 : 502;
+        // before the visitor got a byte: a 502/504 page instead of what onHead had set
+        if (!res.headersSent) {
+          for (let i = 0; i < upstreamFields.length; i += 2) res.removeHeader(upstreamFields[i]);
+          throw new HttpError(status === 504 ? 'gateway_timeout' : 'bad_gateway');
+        }
+        // after: cutting the answer (HTTP/1.1: close; HTTP/2: RST_STREAM) is the only honest signal,
+        // and the access log records the failure, not the status the upstream had started with
+        if (!res.writableFinished) {
+          res.statusCode = status;
+          abortAnswer(res);
+        }
       } finally {
         res.off('close', onClose);
       }
@@ -96,6 +111,13 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
     client,
     close: async () => client.close(),
   };
+}
+
+/** ends an answer already under way as failed: HTTP/2 resets the stream with INTERNAL_ERROR, HTTP/1.1 closes */
+function abortAnswer(res: Response): void {
+  const stream = (res as { stream?: { close(code: number): void } }).stream;
+  if (stream) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+  else (res as { destroy(): void }).destroy();
 }
 
 /** the field at `i` came earlier in the list too */

@@ -5,14 +5,15 @@
 // Order of operations in push():
 // 1. a Content-Length body: bytes go out until `length` are in; the last piece goes with the end,
 //    not through data(), so the sink can take it in its end();
-// 2. a chunked body: a size line (extensions ignored), that many bytes, their line end, and so on
-//    to the last chunk (size 0); then trailer lines, dropped (a proxy may), up to the empty line.
-//    Lines may arrive split anywhere and may end in a bare LF; a partial line is held, at most 4 KiB;
+// 2. a chunked body: a size line (extensions checked, then ignored), that many bytes, their CRLF, and
+//    so on to the last chunk (size 0); then trailer lines, checked as header fields and dropped (a
+//    proxy may), up to the empty line. Every line ends in CRLF, as llhttp's strict mode wants; lines may
+//    arrive split anywhere; a partial line is held, at most 4 KiB;
 // 3. a body delimited by the close: every byte is body, and atClose() ends it;
 // 4. at the end, bytes already in beyond the body are reported (`extra`): the connection's framing
 //    can no longer be trusted, so it is not reused.
-// A malformed chunk size or chunk end throws UpstreamError('other').
-import { UpstreamError } from './upstream-error.ts';
+// A malformed chunk size, chunk end or trailer throws UpstreamError('invalid_response').
+import { invalid } from './http1-head.ts';
 
 /** How an answer's body ends: after `length` bytes (more than 0), at the last chunk, or at the close. */
 export type Framing = { length: number } | 'chunked' | 'close';
@@ -25,6 +26,12 @@ export interface BodyEvents {
 }
 
 const MAX_LINE = 4096;
+// RFC 9112 §7.1: chunk-size [ chunk-ext ] CRLF, with llhttp's reading of chunk-ext: `;name[=value]`,
+// no whitespace, the value a token (maybe empty) or a quoted-string
+const TOKEN = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]";
+const QUOTED = '"(?:[\\t\\x20\\x21\\x23-\\x5b\\x5d-\\x7e\\x80-\\xff]|\\\\[\\t\\x20-\\x7e\\x80-\\xff])*"';
+const SIZE_LINE = new RegExp(`^0*([0-9a-fA-F]{1,12})(?:;${TOKEN}+(?:=(?:${TOKEN}*|${QUOTED}))?)*\\r$`);
+const TRAILER_LINE = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*\r$/;
 
 const Step = { Fixed: 0, ChunkSize: 1, ChunkData: 2, ChunkEnd: 3, Trailers: 4, UntilClose: 5, Done: 6 } as const;
 type Step = typeof Step[keyof typeof Step];
@@ -65,12 +72,11 @@ export class BodyReader {
         case Step.ChunkSize: {
           const next = this.#nextLine(data);
           if (next === null) return;
-          const { line } = next;
           data = next.rest;
-          const semi = line.indexOf(';');
-          const hex = (semi === -1 ? line : line.slice(0, semi)).trim();
-          if (!/^[0-9a-fA-F]{1,12}$/.test(hex)) throw new UpstreamError('other', 'the upstream sent a malformed chunk size');
-          this.#remaining = parseInt(hex, 16);
+          // `0*` keeps leading zeros out of the 12 digits (48 bits, far past any real chunk)
+          const size = SIZE_LINE.exec(next.line);
+          if (size === null) throw invalid('the upstream sent a malformed chunk size');
+          this.#remaining = parseInt(size[1], 16);
           this.#step = this.#remaining === 0 ? Step.Trailers : Step.ChunkData;
           break;
         }
@@ -92,7 +98,7 @@ export class BodyReader {
           // the line end after a chunk's data (it may arrive split)
           const next = this.#nextLine(data);
           if (next === null) return;
-          if (next.line !== '' && next.line !== '\r') throw new UpstreamError('other', 'the upstream sent a malformed chunk');
+          if (next.line !== '\r') throw invalid('the upstream sent a malformed chunk');
           data = next.rest;
           this.#step = Step.ChunkSize;
           break;
@@ -101,11 +107,12 @@ export class BodyReader {
           const next = this.#nextLine(data);
           if (next === null) return;
           data = next.rest;
-          if (next.line === '' || next.line === '\r') {
+          if (next.line === '\r') {
             this.#step = Step.Done;
             this.#events.end(undefined, data.length > 0);
             return;
           }
+          if (!TRAILER_LINE.test(next.line)) throw invalid('the upstream sent a malformed trailer field');
           break;
         }
         case Step.UntilClose:
@@ -130,7 +137,7 @@ export class BodyReader {
     const nl = data.indexOf(10);
     if (nl === -1) {
       this.#partial = this.#partial ? Buffer.concat([this.#partial, data]) : data;
-      if (this.#partial.length > MAX_LINE) throw new UpstreamError('other', 'the upstream sent a malformed chunked body');
+      if (this.#partial.length > MAX_LINE) throw invalid('the upstream sent a malformed chunked body');
       return null;
     }
     let line = data.toString('latin1', 0, nl);

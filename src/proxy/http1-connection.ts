@@ -10,7 +10,7 @@
 import type net from 'node:net';
 import { afterReads } from '../after-reads.ts';
 import { BodyReader, type BodyEvents } from './http1-body.ts';
-import { parseAnswerHead } from './http1-head.ts';
+import { checkPartialHead, invalid, parseAnswerHead, type AnswerHead } from './http1-head.ts';
 import { sendRequestBody } from './http1-request-body.ts';
 import type { Attempt, ClientOptions, Origin, PoolHooks, Sink } from './http1-types.ts';
 import { classify, UpstreamError } from './upstream-error.ts';
@@ -37,6 +37,8 @@ export class Connection {
   #partialHead: Buffer | null = null;
   /** the answer's body; undefined while its head is read, null when it has none */
   #body: BodyReader | null | undefined;
+  /** a final answer's head not yet handed to the exchange (see Exchange.onHead for when it is) */
+  #head: AnswerHead | null = null;
   readonly #bodyEvents: BodyEvents = {
     data: (chunk) => this.#write(chunk),
     end: (last, extra) => {
@@ -131,6 +133,7 @@ export class Connection {
     this.#sink = undefined;
     this.#partialHead = null;
     this.#body = undefined;
+    this.#head = null;
     this.#keepAlive = true;
     this.#received = false;
     this.#headOnly = exchange.method === 'HEAD';
@@ -201,7 +204,8 @@ export class Connection {
     try {
       this.#parse(chunk, call);
     } catch (err) {
-      this.#fail(err instanceof UpstreamError ? err : new UpstreamError('other', (err as Error).message, { cause: err }));
+      // anything else came from the exchange's onHead: the visitor's side would not take the answer
+      this.#fail(err instanceof UpstreamError ? err : new UpstreamError('invalid_response', (err as Error).message, { cause: err }));
     }
   }
 
@@ -210,43 +214,56 @@ export class Connection {
     // the head, after any 1xx answers
     while (this.#body === undefined) {
       if (data.length === 0) return;
+      // what was checked before, less its last byte (a CR whose LF may be in this read)
+      let checked = 0;
       if (this.#partialHead) {
+        checked = this.#partialHead.length - 1;
         data = Buffer.concat([this.#partialHead, data]);
         this.#partialHead = null;
       }
       const end = data.indexOf(HEAD_END);
       if (end === -1) {
-        if (data.length > MAX_HEAD) throw new UpstreamError('other', 'the upstream answer head is too large');
+        if (data.length > MAX_HEAD) throw invalid('the upstream answer head is too large');
+        checkPartialHead(data, checked);
         this.#partialHead = data;
         return;
       }
-      if (end > MAX_HEAD) throw new UpstreamError('other', 'the upstream answer head is too large');
+      if (end > MAX_HEAD) throw invalid('the upstream answer head is too large');
       const head = data.toString('latin1', 0, end);
       data = data.subarray(end + 4);
-      this.#onHead(head, call);
+      this.#onHead(head);
     }
     // no body (HEAD, 204, 304, Content-Length: 0): anything after the head is a framing error
     if (this.#body === null) this.#bodyEvents.end(undefined, data.length > 0);
     else this.#body.push(data);
+    if (this.#head !== null && !call.settled) this.#answer(call);
   }
 
-  #onHead(head: string, call: Attempt): void {
-    const { status, headers, connection, framing, keepAlive, keepAliveTimeout } = parseAnswerHead(head, this.#headOnly);
-    if (status < 200) {
-      if (status === 101) throw new UpstreamError('other', 'the upstream switched protocols without an upgrade');
+  #onHead(head: string): void {
+    const answer = parseAnswerHead(head, this.#headOnly);
+    if (answer.status < 200) {
+      if (answer.status === 101) throw invalid('the upstream switched protocols without an upgrade');
       // 100 Continue, 103 Early Hints …: the final answer follows on the same connection
       return;
     }
-    this.#keepAlive = keepAlive;
+    this.#keepAlive = answer.keepAlive;
     // a second before the upstream's own limit, so a request is never sent as it closes
-    if (keepAliveTimeout !== -1) this.#keepAliveMs = Math.max(0, Math.min(this.#idleMs, keepAliveTimeout * 1000 - 1000));
-    this.#body = framing === null ? null : new BodyReader(framing, this.#bodyEvents);
+    if (answer.keepAliveTimeout !== -1) this.#keepAliveMs = Math.max(0, Math.min(this.#idleMs, answer.keepAliveTimeout * 1000 - 1000));
+    this.#body = answer.framing === null ? null : new BodyReader(answer.framing, this.#bodyEvents);
+    this.#head = answer;
+  }
+
+  /** hands the head to the exchange: answered from here on, a failure cuts the visitor's answer */
+  #answer(call: Attempt): void {
+    const { status, headers, connection, length } = this.#head!;
+    this.#head = null;
+    this.#sink = call.exchange.onHead(status, headers, connection, length);
     call.answered = true;
-    this.#sink = call.exchange.onHead(status, headers, connection);
   }
 
   #write(data: Buffer): void {
     if (data.length === 0) return;
+    if (this.#head !== null) this.#answer(this.#call!);
     const sink = this.#sink!;
     if (!sink.write(data) && !this.#paused) {
       // while the sink is full the upstream is not silent, the visitor is slow: the inactivity timer
@@ -270,6 +287,7 @@ export class Connection {
   }
 
   #finish(last: Buffer | undefined): void {
+    if (this.#head !== null) this.#answer(this.#call!);
     const sink = this.#sink!;
     if (last !== undefined && last.length > 0) sink.end(last);
     else sink.end();

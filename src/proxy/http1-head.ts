@@ -1,8 +1,21 @@
 // The head of an HTTP/1.1 answer (RFC 9112 §4–6): status line and header fields, parsed from the
 // text before the empty line, and what they decide: how the body is framed and whether the connection
 // may carry another exchange.
-// Refused (UpstreamError 'other'): not HTTP/1.0 or 1.1, a malformed status line or field, obs-fold,
-// conflicting or invalid Content-Length.
+//
+// Upstream answers are untrusted input (each owner runs their own upstream), so the head is held to
+// llhttp's strict grammar, checked against it on generated input (test/proxy/llhttp-differential):
+// - status line `HTTP/1.0` or `HTTP/1.1`, one space, three digits (100–999), then nothing or a space
+//   and any reason phrase without CR or LF;
+// - every line ends in CRLF; a field is a token name, a colon, and a value of HTAB, SP, VCHAR and
+//   obs-text only (no NUL, no other control byte, no bare CR or LF), its leading and trailing SP/HTAB
+//   dropped; no obs-fold (a line starting with whitespace);
+// - Content-Length is digits, given once; Transfer-Encoding is never empty and never comes with a
+//   Content-Length (RFC 9112 §6.1: "ought to be handled as an error"; that pair is how a response is
+//   split).
+// Stricter than llhttp, on purpose: a Transfer-Encoding other than `chunked` alone (llhttp reads such a
+// body to the close and leaves its coding on it, which a visitor could not undo once the field is
+// dropped), another HTTP version (llhttp takes 0.9 and 2.0), and a status below 100.
+// Everything refused is an UpstreamError 'invalid_response': the visitor gets a 502.
 import type { Framing } from './http1-body.ts';
 import { UpstreamError } from './upstream-error.ts';
 
@@ -16,25 +29,35 @@ export interface AnswerHead {
   connection: string;
   /** how the body ends (RFC 9112 §6.3); null: there is none */
   framing: Framing | null;
+  /**
+   * the Content-Length to announce to the visitor, from what Portico will forward: the body's length;
+   * for HEAD the length the upstream declared (of the GET's body); -1: none (chunked, to the close,
+   * 1xx, 204, 304). Never the upstream's field copied through.
+   */
+  length: number;
   /** the connection may carry another exchange after this one, as far as the answer says */
   keepAlive: boolean;
   /** the Keep-Alive field's `timeout` in seconds, -1 when absent */
   keepAliveTimeout: number;
 }
 
+// RFC 9110 §5.6.2 token; §5.5 field-value (HTAB, SP, VCHAR, obs-text), every line ended by CRLF.
+// One pass over all the field lines, so the per-line work below only splits.
+const FIELD_LINES = /^(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*(?:\r\n|$))*$/;
+const STATUS_LINE = /^HTTP\/1\.[01] [1-9]\d\d(?: [^\r\n]*)?$/;
+const DIGITS = /^\d{1,15}$/;
+
 /** `headOnly`: the answer to a HEAD request, which has no body whatever its fields say */
 export function parseAnswerHead(head: string, headOnly: boolean): AnswerHead {
   const lineEnd = head.indexOf('\r\n');
   const statusLine = lineEnd === -1 ? head : head.slice(0, lineEnd);
-  if (statusLine.length < 12 || !statusLine.startsWith('HTTP/1.') || statusLine.charCodeAt(8) !== 32 || (statusLine.length > 12 && statusLine.charCodeAt(12) !== 32)) {
-    throw new UpstreamError('other', 'the upstream did not answer with HTTP/1.x');
-  }
+  if (!STATUS_LINE.test(statusLine)) throw invalid('the upstream sent a malformed status line');
   const minor = statusLine.charCodeAt(7) - 48;
   const status = Number(statusLine.slice(9, 12));
-  if ((minor !== 0 && minor !== 1) || !Number.isInteger(status) || status < 100) throw new UpstreamError('other', 'the upstream sent a malformed status line');
+  if (lineEnd !== -1 && !FIELD_LINES.test(head.slice(lineEnd + 2))) throw invalid('the upstream sent a malformed header field');
   const headers: HeaderList = [];
   let contentLength = -1;
-  let chunked = false;
+  let codings = '';
   let encoded = false;
   let connection = '';
   let keepAliveHint = '';
@@ -42,44 +65,82 @@ export function parseAnswerHead(head: string, headOnly: boolean): AnswerHead {
   while (at < head.length) {
     let next = head.indexOf('\r\n', at);
     if (next === -1) next = head.length;
-    const first = head.charCodeAt(at);
-    if (first === 32 || first === 9) throw new UpstreamError('other', 'the upstream used obsolete line folding');
     const colon = head.indexOf(':', at);
-    if (colon === -1 || colon >= next || colon === at) throw new UpstreamError('other', 'the upstream sent a malformed header');
     const name = lowerName(head.slice(at, colon));
-    const value = head.slice(colon + 1, next).trim();
+    const value = trimOws(head, colon + 1, next);
     at = next + 2;
     headers.push(name, value);
     if (name.length < 10 || name.length > 17) continue;
     if (name === 'content-length') {
-      const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
-      if (Number.isNaN(n) || (contentLength !== -1 && contentLength !== n)) throw new UpstreamError('other', 'the upstream sent an invalid Content-Length');
-      contentLength = n;
+      // llhttp refuses a second one even when equal (RFC 9112 §6.3 allows folding them; it is rare)
+      if (contentLength !== -1 || !DIGITS.test(value)) throw invalid('the upstream sent an invalid Content-Length');
+      contentLength = Number(value);
     } else if (name === 'transfer-encoding') {
+      if (value === '') throw invalid('the upstream sent an empty Transfer-Encoding');
       encoded = true;
-      chunked = /(?:^|,)\s*chunked\s*$/i.test(value);
+      codings += `${value},`;
     } else if (name === 'connection') {
       connection += `${value.toLowerCase()},`;
     } else if (name === 'keep-alive') {
       keepAliveHint = value;
     }
   }
+  if (encoded && contentLength !== -1) throw invalid('the upstream sent both Content-Length and Transfer-Encoding');
+  if (encoded && !onlyChunked(codings)) throw invalid('the upstream sent a Transfer-Encoding other than chunked');
   let keepAlive = minor === 1 ? !/(?:^|[\s,])close\s*,/.test(connection) : /(?:^|[\s,])keep-alive\s*,/.test(connection);
   let framing: Framing | null;
-  if (headOnly || status === 204 || status === 304) {
-    framing = null;
-  } else if (encoded) {
-    // Transfer-Encoding wins over Content-Length; the pair smells of smuggling, so no reuse (RFC 9112 §6.3)
-    if (contentLength !== -1) keepAlive = false;
-    framing = chunked ? 'chunked' : 'close';
-  } else if (contentLength !== -1) {
-    framing = contentLength === 0 ? null : { length: contentLength };
-  } else {
-    framing = 'close';
-  }
+  if (headOnly || status === 204 || status === 304 || status < 200) framing = null;
+  else if (encoded) framing = 'chunked';
+  else if (contentLength !== -1) framing = contentLength === 0 ? null : { length: contentLength };
+  else framing = 'close';
   if (framing === 'close') keepAlive = false;
+  let length = -1;
+  if (headOnly) length = contentLength;
+  else if (framing === null) length = status >= 200 && status !== 204 && status !== 304 ? 0 : -1;
+  else if (typeof framing === 'object') length = framing.length;
   const timeout = keepAliveHint === '' ? null : /timeout\s*=\s*(\d+)/i.exec(keepAliveHint);
-  return { status, headers, connection, framing, keepAlive, keepAliveTimeout: timeout ? Number(timeout[1]) : -1 };
+  return { status, headers, connection, framing, length, keepAlive, keepAliveTimeout: timeout ? Number(timeout[1]) : -1 };
+}
+
+/**
+ * A head still arriving (bytes from `from` not yet checked) that can already be refused: a bare LF or CR ends no line here, so waiting for
+ * the CRLF CRLF that ends a head would hold the visitor until the upstream timeout for nothing.
+ */
+export function checkPartialHead(data: Buffer, from: number): void {
+  let at = data.indexOf(10, from);
+  while (at !== -1) {
+    if (at === 0 || data[at - 1] !== 13) throw invalid('the upstream ended a line with a bare LF');
+    at = data.indexOf(10, at + 1);
+  }
+  at = data.indexOf(13, from);
+  while (at !== -1 && at < data.length - 1) {
+    if (data[at + 1] !== 10) throw invalid('the upstream sent a bare CR');
+    at = data.indexOf(13, at + 1);
+  }
+}
+
+export function invalid(message: string): UpstreamError {
+  return new UpstreamError('invalid_response', message);
+}
+
+/** the transfer codings (all fields, comma-joined) are `chunked` once and nothing else; empty list elements allowed (RFC 9110 §5.6.1) */
+function onlyChunked(codings: string): boolean {
+  let seen = 0;
+  for (const element of codings.split(',')) {
+    const coding = element.trim().toLowerCase();
+    if (coding === '') continue;
+    if (coding !== 'chunked' || ++seen > 1) return false;
+  }
+  return seen === 1;
+}
+
+/** text[from, to) without leading and trailing SP and HTAB (RFC 9112 §5.1; not String.trim(), which also drops NBSP) */
+function trimOws(text: string, from: number, to: number): string {
+  let start = from;
+  let end = to;
+  while (start < end && (text.charCodeAt(start) === 32 || text.charCodeAt(start) === 9)) start++;
+  while (end > start && (text.charCodeAt(end - 1) === 32 || text.charCodeAt(end - 1) === 9)) end--;
+  return text.slice(start, end);
 }
 
 // header names as the upstream spelled them → lowercased: the same few arrive again and again

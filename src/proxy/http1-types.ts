@@ -25,10 +25,14 @@ export interface Exchange {
   body: Readable | null;
   bodyLength?: number;
   /**
-   * called once with the answer's status, its header fields, and the Connection header's tokens
-   * (lowercased, comma-separated, '' when there is none); may throw to refuse the answer
+   * called once with the answer's status, its header fields (the framing fields among them only as
+   * the upstream sent them: never to be copied), the Connection header's tokens (lowercased,
+   * comma-separated, '' when there is none) and the Content-Length to announce (-1: none; see
+   * AnswerHead.length); may throw to refuse the answer (a 502, kind 'invalid_response'). Called just
+   * before the first body byte is written, or at the end of the read that brought the head, so an
+   * answer whose body breaks at once is refused before anything reaches the visitor.
    */
-  onHead(status: number, headers: HeaderList, connection: string): Sink;
+  onHead(status: number, headers: HeaderList, connection: string, length: number): Sink;
   /** the visitor left: abort() ends the exchange without an error (its promise resolves) */
   signal?: { aborted: boolean };
 }

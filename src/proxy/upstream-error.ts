@@ -1,6 +1,7 @@
 // How a request to an upstream failed: the forwarder counts each kind and answers 502 or 504 by it.
 // 'closed': the client was closed (shutdown) before the request got a connection; it never went up.
-export type UpstreamErrorKind = 'connect' | 'timeout' | 'reset' | 'closed' | 'other';
+// 'invalid_response': the answer broke HTTP/1.1's grammar or framing (http1-head.ts, http1-body.ts).
+export type UpstreamErrorKind = 'connect' | 'timeout' | 'reset' | 'closed' | 'invalid_response' | 'other';
 
 export class UpstreamError extends Error {
   readonly kind: UpstreamErrorKind;

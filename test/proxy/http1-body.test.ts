@@ -93,9 +93,22 @@ t.test('chunked, split at every offset: extensions and trailers dropped, no empt
   }
 });
 
-t.test('chunked with bare LF line ends', async (t) => {
-  const r = read('chunked', ['5\nhello\n3\nabc\n0\nX-T: 1\n\n']);
-  t.same([r.body, r.ended, r.extra], ['helloabc', true, false]);
+t.test('chunked: bare LF line ends are refused, in a size line, after a chunk, in and after the trailers', async (t) => {
+  for (const bytes of ['5\nhello\r\n0\r\n\r\n', '5\r\nhello\n0\r\n\r\n', '5\r\nhello\r\n0\r\nX-T: 1\n\r\n', '5\r\nhello\r\n0\n\n']) {
+    t.equal(failure(() => read('chunked', [bytes])).kind, 'invalid_response', JSON.stringify(bytes));
+  }
+});
+
+t.test('chunked: extensions as llhttp reads them; trailers checked as fields', async (t) => {
+  for (const ok of ['5;a\r\n', '5;a=b\r\n', '5;a=\r\n', '5;a="b c"\r\n', '5;a="b\\"c";d\r\n', '0005\r\n']) {
+    t.equal(read('chunked', [`${ok}hello\r\n0\r\nX-T: 1\r\n\r\n`]).body, 'hello', JSON.stringify(ok));
+  }
+  for (const bad of ['5 \r\n', '5;\r\n', '5; a=b\r\n', '5;a(b\r\n', '5;a=b\x01\r\n', '0x5\r\n', '5\r\r\n']) {
+    t.equal(failure(() => read('chunked', [`${bad}hello\r\n0\r\n\r\n`])).kind, 'invalid_response', JSON.stringify(bad));
+  }
+  for (const trailer of ['X T: 1', 'X-T: 1\x00', ': 1', 'X-T 1']) {
+    t.equal(failure(() => read('chunked', [`5\r\nhello\r\n0\r\n${trailer}\r\n\r\n`])).kind, 'invalid_response', JSON.stringify(trailer));
+  }
 });
 
 t.test('chunked: not ended before the empty line after the trailers', async (t) => {
@@ -108,12 +121,12 @@ t.test('chunked: bytes after the last chunk are flagged', async (t) => {
   t.same([r.body, r.ended, r.extra], ['ok', true, true]);
 });
 
-t.test('chunked: a malformed size, a chunk without its line end, an endless size line → other', async (t) => {
-  t.equal(failure(() => read('chunked', ['zz\r\nhello\r\n'])).kind, 'other');
-  t.equal(failure(() => read('chunked', ['\r\n'])).kind, 'other');
-  t.equal(failure(() => read('chunked', ['1234567890abc\r\n'])).kind, 'other', 'more than 12 hex digits');
-  t.equal(failure(() => read('chunked', ['5\r\nhelloX\r\n'])).kind, 'other');
-  t.equal(failure(() => read('chunked', ['5', ';'.repeat(2_000), ';'.repeat(2_100)])).kind, 'other', 'a partial line over 4 KiB');
+t.test('chunked: a malformed size, a chunk without its line end, an endless size line → invalid_response', async (t) => {
+  t.equal(failure(() => read('chunked', ['zz\r\nhello\r\n'])).kind, 'invalid_response');
+  t.equal(failure(() => read('chunked', ['\r\n'])).kind, 'invalid_response');
+  t.equal(failure(() => read('chunked', ['1234567890abc\r\n'])).kind, 'invalid_response', 'more than 12 hex digits');
+  t.equal(failure(() => read('chunked', ['5\r\nhelloX\r\n'])).kind, 'invalid_response');
+  t.equal(failure(() => read('chunked', ['5', ';'.repeat(2_000), ';'.repeat(2_100)])).kind, 'invalid_response', 'a partial line over 4 KiB');
 });
 
 t.test('until the close: every byte is body, atClose() ends it', async (t) => {
