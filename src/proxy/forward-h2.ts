@@ -67,7 +67,7 @@ export async function proxyStream(client: Http1Client, stream: ServerHttp2Stream
     method,
     body: hasBody && bodyLength !== 0 ? (stream as Readable) : null,
     bodyLength,
-    onHead: (status, fields, connection) => respondHead(stream, status, fields, connection, ctx.hsts),
+    onHead: (status, fields, connection, length) => respondHead(stream, status, fields, connection, length, ctx.hsts),
   });
   // the visitor reset the stream (or the session went away) before the answer was written in full.
   // Not `writableEnded`: Node ends the writable side of a stream the peer reset before 'close'.
@@ -108,30 +108,22 @@ function isClientForwarded(name: string): boolean {
 }
 
 /** The upstream's head as the stream's HEADERS frame; the sink its body goes to. */
-function respondHead(stream: ServerHttp2Stream, status: number, fields: string[], connection: string, hsts: string | undefined): Sink {
+function respondHead(stream: ServerHttp2Stream, status: number, fields: string[], connection: string, length: number, hsts: string | undefined): Sink {
   // the visitor left meanwhile: the 'close' listener aborts the exchange
   if (stream.destroyed || stream.closed) return DISCARD;
   const out: OutgoingHttpHeaders = { ':status': status };
   const named = connection === '' ? NO_TOKENS : connectionTokens(connection);
-  let length: string | undefined;
-  let encoded = false;
   for (let i = 0; i < fields.length; i += 2) {
     const name = fields[i];
-    if (name === 'content-length') {
-      length = fields[i + 1];
-      continue;
-    }
-    if (name === 'transfer-encoding') encoded = true;
-    if (isHopByHop(name) || named.has(name)) continue;
+    // the framing is Portico's: content-length from what is forwarded (below), never the upstream's
+    if (name === 'content-length' || isHopByHop(name) || named.has(name)) continue;
     const value = fields[i + 1];
     const before = out[name];
     if (before === undefined) out[name] = value;
     else if (Array.isArray(before)) before.push(value);
     else out[name] = [before as string, value];
   }
-  // the head parser refused a conflicting or invalid Content-Length; with Transfer-Encoding the body
-  // is framed by it (RFC 9112 §6.3), so its length is unknown here
-  if (length !== undefined && !encoded) out['content-length'] = length;
+  if (length !== -1) out['content-length'] = length;
   if (hsts !== undefined && out['strict-transport-security'] === undefined) out['strict-transport-security'] = hsts;
   // a HEAD request's stream has ended its writable side already; 204, 205 and 304 carry no body
   const bodiless = stream.writableEnded || status === 204 || status === 205 || status === 304;
