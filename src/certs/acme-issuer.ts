@@ -184,6 +184,8 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     if (accountKey === null) {
       accountKey = (await acme.crypto.createPrivateEcdsaKey()).toString();
       await accountKeys.save(accountKey);
+      // the first writer wins (Redis SET NX): use the key that was kept, not this one
+      accountKey = (await accountKeys.load()) ?? accountKey;
     }
     const client = new acme.Client({ directoryUrl, accountKey, backoffMin, ...(options.eab ? { externalAccountBinding: options.eab } : {}) });
     const trace = newTrace();
@@ -201,7 +203,14 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
           if (trace.problem?.type !== `${PROBLEM}accountDoesNotExist`) throw err;
           delete trace.problem;
         }
-        await client.createAccount({ termsOfServiceAgreed: true, ...(email === null ? {} : { contact: [`mailto:${email}`] }) });
+        try {
+          await client.createAccount({ termsOfServiceAgreed: true, ...(email === null ? {} : { contact: [`mailto:${email}`] }) });
+        } catch (err) {
+          // another instance registered this key in between: the CA answered with the existing
+          // account (its URL is now known) and only acme-client's follow-up update failed
+          if (!hasAccountUrl(client)) throw err;
+          delete trace.problem;
+        }
       });
     } catch (err) {
       throw classify(err, trace, 'registering the ACME account');
@@ -276,6 +285,14 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
   }
 
   return { issue, renewalInfo, orders: () => orderCount };
+}
+
+function hasAccountUrl(client: acme.Client): boolean {
+  try {
+    return client.getAccountUrl() !== '';
+  } catch {
+    return false;
+  }
 }
 
 /** The IssueError kind for an ACME problem type (RFC 8555 §6.7); unknown types are the CA's. */
