@@ -15,8 +15,8 @@ import { LimiterConnection, type LimiterConnectionOptions } from './limiter-conn
 import { ReplyError, type Reply } from './resp.ts';
 
 export interface LimiterTopology {
-  /** the primary for `slot`, or null while there is none */
-  primaryFor(slot: number): { host: string; port: number } | null;
+  /** the primary for `slot` ("host:port"), or null while there is none */
+  primaryFor(slot: number): string | null;
   refreshTopology(): void;
 }
 
@@ -81,7 +81,7 @@ export class LimiterNodes {
       this.#topology.refreshTopology();
       // the same dead node: nothing to retry on until the topology moves
       const node = this.#topology.primaryFor(slot);
-      if (!node || `${node.host}:${node.port}` === address) throw err;
+      if (!node || node === address) throw err;
       next = this.#connectionFor(slot);
     } else throw err;
     if (!next || performance.now() >= deadline) throw err;
@@ -91,7 +91,7 @@ export class LimiterNodes {
 
   #connectionFor(slot: number): LimiterConnection | null {
     const node = this.#topology.primaryFor(slot);
-    return node ? this.#connectionAt(`${node.host}:${node.port}`) : null;
+    return node ? this.#connectionAt(node) : null;
   }
 
   #connectionAt(address: string | undefined): LimiterConnection | null {
@@ -121,7 +121,7 @@ export class LimiterNodes {
     const primaries = new Set<string>();
     for (let slot = 0; slot < 16384; slot++) {
       const node = this.#topology.primaryFor(slot);
-      if (node) primaries.add(`${node.host}:${node.port}`);
+      if (node) primaries.add(node);
     }
     // no primary known (a failover): keep what there is until one is
     if (primaries.size === 0) return;

@@ -62,7 +62,8 @@ export class RedisLimiter implements RateLimiter {
       if (redis.mode === 'standalone') {
         // one server: no topology to follow, so no retry path on the way of every call
         const address = redis.primaryFor(0)!;
-        const connection = new LimiterConnection({ ...connectionOptions, host: address.host, port: address.port }, LIMITER_SCRIPT);
+        const at = address.lastIndexOf(':');
+        const connection = new LimiterConnection({ ...connectionOptions, host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) }, LIMITER_SCRIPT);
         this.#run = (_slot, args, argCount) => connection.run(args, argCount);
         this.#close = () => connection.close();
       } else {

@@ -11,7 +11,7 @@
 // spread over every primary. One server and Sentinel keep the unprefixed names, so existing data stays.
 import { Cluster, Command, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { keySlot } from './redis-slot.ts';
-import type { RedisAddress, RedisMode, RedisTarget } from './redis-url.ts';
+import type { RedisMode, RedisTarget } from './redis-url.ts';
 import { errorKind, type RedisErrorKind } from './redis-errors.ts';
 
 /** the hash tag of every state key on a Cluster */
@@ -34,8 +34,8 @@ export interface RedisConnections {
   subscriber: Redis;
   /** when any user of the client (stores, limiter) last saw a command fail; why it last lost its connection */
   health: { failedAt: number; connectionError?: Error };
-  /** the primary a limiter call on `slot` goes to now, from ioredis's view; null while it has none */
-  primaryFor(slot: number): RedisAddress | null;
+  /** the primary a limiter call on `slot` goes to now ("host:port"), from ioredis's view; null while it has none */
+  primaryFor(slot: number): string | null;
   /** asks ioredis to look at the topology again (a MOVED, a READONLY, a lost node) */
   refreshTopology(): void;
   /** after a write on the client: WAIT for replicas (§8); an unconfirmed write is counted, never refused */
@@ -113,18 +113,19 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
 
   const cluster = target.mode === 'cluster' ? (client as unknown as Cluster) : null;
 
-  const primaryFor = (slot: number): RedisAddress | null => {
-    if (cluster) {
-      const key = cluster.slots[slot]?.[0];
-      if (!key) return null;
-      const at = key.lastIndexOf(':');
-      return { host: key.slice(0, at), port: Number(key.slice(at + 1)) };
-    }
-    if (target.mode === 'standalone') return target.addresses[0];
+  // called for every limiter call: the cluster's slot map already holds "host:port"
+  const standalone = `${target.addresses[0].host}:${target.addresses[0].port}`;
+  let sentinelPrimary = { address: '', port: 0, key: '' };
+  const primaryFor = (slot: number): string | null => {
+    if (cluster) return cluster.slots[slot]?.[0] ?? null;
+    if (target.mode === 'standalone') return standalone;
     // Sentinel: the primary is where ioredis's connection is, once it is ready there
     const stream = (client as unknown as { stream?: { remoteAddress?: string; remotePort?: number } }).stream;
     if (client.status !== 'ready' || !stream?.remoteAddress || !stream.remotePort) return null;
-    return { host: stream.remoteAddress, port: stream.remotePort };
+    if (sentinelPrimary.port !== stream.remotePort || sentinelPrimary.address !== stream.remoteAddress) {
+      sentinelPrimary = { address: stream.remoteAddress, port: stream.remotePort, key: `${stream.remoteAddress}:${stream.remotePort}` };
+    }
+    return sentinelPrimary.key;
   };
 
   const reportError = (err: unknown) => options.onCommandError?.(errorKind(err));
