@@ -5,7 +5,6 @@ import http from 'node:http';
 import { readFileSync } from 'node:fs';
 import { startChalltestsrv } from '../helpers/challtestsrv.ts';
 import { startPebble } from '../helpers/pebble.ts';
-import { freePort } from '../helpers/free-port.ts';
 import { tempDir } from '../helpers/portico.ts';
 import { openEmbeddedStores } from '../../src/state/embedded.ts';
 import { openFileCertStores } from '../../src/certs/file-store.ts';
@@ -32,8 +31,16 @@ t.test('renewal moment and backoff schedule (pure)', async (t) => {
 t.test('renews in the last third, with a real CA', async (t) => {
   const dns = await startChalltestsrv();
   t.teardown(() => dns.stop());
-  const httpPort = await freePort();
-  const pebble = await startPebble({ httpPort, dnsServer: dns.dnsServer });
+  // the HTTP-01 listener takes its port first, so pebble's own free ports cannot collide with it
+  const answers = { get: async (_token: string): Promise<string | null> => null };
+  const challenges = http.createServer(async (req, res) => {
+    const answer = await answers.get((req.url ?? '').split('/').pop() ?? '');
+    res.statusCode = answer ? 200 : 404;
+    res.end(answer ?? '');
+  });
+  await new Promise<void>((r) => challenges.listen(0, '127.0.0.1', r));
+  t.teardown(() => challenges.close());
+  const pebble = await startPebble({ httpPort: (challenges.address() as { port: number }).port, dnsServer: dns.dnsServer });
   t.teardown(() => pebble.stop());
   await dns.addA('renew.example.com', ['127.0.0.1']);
 
@@ -41,13 +48,7 @@ t.test('renews in the last third, with a real CA', async (t) => {
   const stores = await openEmbeddedStores(dataDir);
   t.teardown(() => stores.close());
   const certs = openFileCertStores(tempDir('renew-certs'), pebble.directoryUrl);
-  const challenges = http.createServer(async (req, res) => {
-    const answer = await certs.challenges.get((req.url ?? '').split('/').pop() ?? '');
-    res.statusCode = answer ? 200 : 404;
-    res.end(answer ?? '');
-  });
-  await new Promise<void>((r) => challenges.listen(httpPort, '127.0.0.1', r));
-  t.teardown(() => challenges.close());
+  answers.get = (token) => certs.challenges.get(token);
 
   const now = { ms: Date.now() };
   await stores.accounts.create({ id: 'acc_1', plan: 'pro', createdAt: new Date().toISOString() });

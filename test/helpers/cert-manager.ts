@@ -6,7 +6,6 @@ import http from 'node:http';
 import { readFileSync } from 'node:fs';
 import { startChalltestsrv, type Challtestsrv } from './challtestsrv.ts';
 import { startPebble, type Pebble, type PebbleOptions } from './pebble.ts';
-import { freePort } from './free-port.ts';
 import { tempDir } from './portico.ts';
 import { openEmbeddedStores } from '../../src/state/embedded.ts';
 import { openFileCertStores } from '../../src/certs/file-store.ts';
@@ -44,17 +43,19 @@ export async function startManagerBed(options: {
   directory?(pebble: Pebble): Promise<string>;
 } = {}): Promise<ManagerBed> {
   const dns = await startChalltestsrv();
-  const httpPort = await freePort();
-  const pebble = await startPebble({ httpPort, dnsServer: dns.dnsServer, ...options.pebble });
-  const dataDir = tempDir('bed-data');
-  const stores = await openEmbeddedStores(dataDir);
-  const certs = openFileCertStores(tempDir('bed-certs'), pebble.directoryUrl);
+  // the HTTP-01 listener takes its port first, so pebble's own free ports cannot collide with it
+  let certs: CertStores | null = null;
   const challenges = http.createServer(async (req, res) => {
-    const answer = await certs.challenges.get((req.url ?? '').split('/').pop() ?? '');
+    const answer = await certs?.challenges.get((req.url ?? '').split('/').pop() ?? '');
     res.statusCode = answer ? 200 : 404;
     res.end(answer ?? '');
   });
-  await new Promise<void>((r) => challenges.listen(httpPort, '127.0.0.1', r));
+  await new Promise<void>((r) => challenges.listen(0, '127.0.0.1', r));
+  const httpPort = (challenges.address() as { port: number }).port;
+  const pebble = await startPebble({ httpPort, dnsServer: dns.dnsServer, ...options.pebble });
+  const dataDir = tempDir('bed-data');
+  const stores = await openEmbeddedStores(dataDir);
+  certs = openFileCertStores(tempDir('bed-certs'), pebble.directoryUrl);
   const clock = { ms: Date.now() };
   const now = () => clock.ms;
   await stores.accounts.create({ id: 'acc_1', plan: 'pro', createdAt: new Date().toISOString() });
