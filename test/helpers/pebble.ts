@@ -49,7 +49,11 @@ export interface PebbleOptions {
 
 export async function startPebble({ httpPort, dnsServer, domainBlocklist, certificateValidityPeriod, externalAccountMACKeys }: PebbleOptions): Promise<Pebble> {
   const dir = mkdtempSync(path.join(tmpdir(), 'portico-pebble-'));
-  const [listenPort, managementPort, tlsPort] = await Promise.all([freePort(), freePort(), freePort()]);
+  // never the port it validates against: that one is free now only because the edge has not bound it yet
+  let ports: number[];
+  do ports = await Promise.all([freePort(), freePort(), freePort()]);
+  while (ports.includes(httpPort));
+  const [listenPort, managementPort, tlsPort] = ports;
   // a subject of its own: two pebbles' certificates in one trust file must not share a name
   const listener = await selfSigned([`pebble-${listenPort}.localhost`, 'localhost', '127.0.0.1'], 2);
   const caCertFile = path.join(dir, 'cert.pem');
