@@ -51,12 +51,32 @@ export const STALLED_STREAMS_PER_SESSION = 8;
 /** Streams cancelled by the client before their answer, after which its requests start a turn later (1.). */
 export const CANCELS_BEFORE_DEFERRING = 2;
 
-// per connection: streams its client cancelled before they were answered
-const cancels = new WeakMap<http2.ServerHttp2Session, number>();
+/** per connection: what 1. and 5. count */
+interface SessionState {
+  /** streams its client cancelled before they were answered */
+  cancels: number;
+  /** streams reset for standing still */
+  stalled: number;
+  close(reason: 'control-frame-flood' | 'stalled-streams'): void;
+}
+const states = new WeakMap<http2.Http2Session, SessionState>();
 
 /** true when requests of this connection should start a turn later (see 1.) */
 export function startLater(session: http2.ServerHttp2Session | undefined): boolean {
-  return session !== undefined && (cancels.get(session) ?? 0) >= CANCELS_BEFORE_DEFERRING;
+  return session !== undefined && (states.get(session)?.cancels ?? 0) >= CANCELS_BEFORE_DEFERRING;
+}
+
+// one listener function for every stream (no closure per request): `this` is the stream
+function onStreamAborted(this: http2.ServerHttp2Stream): void {
+  const state = this.session && states.get(this.session);
+  if (state) state.cancels++;
+}
+
+function onStreamIdle(this: http2.ServerHttp2Stream): void {
+  if (this.closed) return;
+  const state = this.session && states.get(this.session);
+  this.close(NGHTTP2_CANCEL);
+  if (state && ++state.stalled >= STALLED_STREAMS_PER_SESSION) state.close('stalled-streams');
 }
 
 export interface SessionLimits {
@@ -70,22 +90,26 @@ export interface SessionLimits {
 export function limitSession(session: http2.ServerHttp2Session, limits: SessionLimits): void {
   let tokens = CONTROL_FRAME_BURST;
   let last = performance.now();
-  let stalled = 0;
   let closing = false;
-  const close = (reason: 'control-frame-flood' | 'stalled-streams') => {
-    if (closing || session.destroyed) return;
-    closing = true;
-    limits.onAbuse(reason);
-    // GOAWAY(ENHANCE_YOUR_CALM) first, then the socket: destroy() alone may cut the socket while frames
-    // queued before it (the GOAWAY among them) are still unwritten
-    session.goaway(NGHTTP2_ENHANCE_YOUR_CALM);
-    setImmediate(() => session.destroy(new Error(`HTTP/2 connection closed: ${reason}`), NGHTTP2_ENHANCE_YOUR_CALM));
+  const state: SessionState = {
+    cancels: 0,
+    stalled: 0,
+    close(reason) {
+      if (closing || session.destroyed) return;
+      closing = true;
+      limits.onAbuse(reason);
+      // GOAWAY(ENHANCE_YOUR_CALM) first, then the socket: destroy() alone may cut the socket while frames
+      // queued before it (the GOAWAY among them) are still unwritten
+      session.goaway(NGHTTP2_ENHANCE_YOUR_CALM);
+      setImmediate(() => session.destroy(new Error(`HTTP/2 connection closed: ${reason}`), NGHTTP2_ENHANCE_YOUR_CALM));
+    },
   };
+  states.set(session, state);
   const controlFrame = () => {
     const now = performance.now();
     tokens = Math.min(CONTROL_FRAME_BURST, tokens + ((now - last) * CONTROL_FRAMES_PER_SECOND) / 1000);
     last = now;
-    if (--tokens < 0) close('control-frame-flood');
+    if (--tokens < 0) state.close('control-frame-flood');
   };
   session.on('ping', controlFrame);
   session.on('remoteSettings', controlFrame);
@@ -93,11 +117,8 @@ export function limitSession(session: http2.ServerHttp2Session, limits: SessionL
     // a WebSocket (extended CONNECT) may be idle for long: the connection's idle timeout bounds it
     if (headers[':method'] === 'CONNECT') return;
     // RST_STREAM from the client while the answer was not finished
-    stream.once('aborted', () => cancels.set(session, (cancels.get(session) ?? 0) + 1));
-    stream.setTimeout(limits.streamIdleMs(), () => {
-      if (stream.closed) return;
-      stream.close(NGHTTP2_CANCEL);
-      if (++stalled >= STALLED_STREAMS_PER_SESSION) close('stalled-streams');
-    });
+    stream.on('aborted', onStreamAborted);
+    stream.setTimeout(limits.streamIdleMs());
+    stream.on('timeout', onStreamIdle);
   });
 }
