@@ -5,7 +5,8 @@
 // is followed like a Sentinel failover: 503 with Retry-After meanwhile, nothing acknowledged lost.
 import t from 'tap';
 import { spawnPortico, cleanup, type Child } from '../helpers/portico.ts';
-import { api, admin, accountWithKey } from '../helpers/client.ts';
+import { api, admin, accountWithKey, request } from '../helpers/client.ts';
+import { startUpstream } from '../helpers/upstream.ts';
 import { startCluster } from '../helpers/redis-topology.ts';
 import { startTraffic, type TrafficReport } from '../helpers/failover-traffic.ts';
 import { keySlot } from '../../src/state/redis-slot.ts';
@@ -52,6 +53,25 @@ t.test('one quota, one revocation, shared accounts across instances', async (t) 
   }
   t.equal((await admin(a.ports.admin, 'DELETE', `/admin/keys/${keyId}`)).status, 204);
   t.equal((await on(b, key, { path: '/v1/categories' })).status, 401, 'the key revoked on A is refused on B at once');
+});
+
+t.test('a project created on A is served by B, and its upstream change too', async (t) => {
+  const [first, second] = await Promise.all([startUpstream(), startUpstream()]);
+  t.teardown(() => Promise.all([first.stop(), second.stop()]));
+  const { accountId } = await accountWithKey(a.ports.admin, 'pro');
+  const project = await admin(a.ports.admin, 'POST', '/admin/projects', { accountId, name: 'clustered', upstream: first.url });
+  t.equal(project.status, 201, project.text);
+  const viaB = () => request(b.ports.https, 'clustered.localhost', b.ca, { path: '/echo', identity: 'localhost' });
+  let answer = await viaB();
+  for (let i = 0; i < 20 && answer.status !== 200; i++) answer = await sleep(50).then(viaB);
+  t.equal(answer.status, 200, `B serves the project made on A (${answer.status} ${answer.text.slice(0, 120)})`);
+  t.equal(first.acceptedSockets > 0, true, 'through its upstream');
+  t.equal((await admin(a.ports.admin, 'PATCH', `/admin/projects/${project.json.id}`, { upstream: second.url })).status, 200);
+  for (let i = 0; i < 20 && second.acceptedSockets === 0; i++) {
+    await viaB();
+    await sleep(50);
+  }
+  t.ok(second.acceptedSockets > 0, 'B follows the upstream changed on A');
 });
 
 t.test('slots moved under traffic cost no request', async (t) => {

@@ -5,6 +5,7 @@ import { Cluster } from 'ioredis';
 import { connectRedis, openRedisStores } from '../../src/state/redis.ts';
 import type { Stores } from '../../src/state/types.ts';
 import { RedisLimiter } from '../../src/ratelimit/redis-limiter.ts';
+import { openRedisCertStores } from '../../src/certs/redis-store.ts';
 import { keySlot } from '../../src/state/redis-slot.ts';
 import { cli, startCluster } from '../helpers/redis-topology.ts';
 import { contract } from './contract-cases.ts';
@@ -30,10 +31,6 @@ contract({
     await Promise.all(admin.nodes('master').map((node) => node.flushall()));
     return { stores: await stores(t), again: () => stores(t) };
   },
-});
-
-t.test('a replica confirmed every acknowledged write (WAIT)', async (t) => {
-  t.equal(unreplicated, 0);
 });
 
 t.test('the limiter follows its subject\'s slot through a reshard: no failed call, one exact count', async (t) => {
@@ -81,3 +78,40 @@ async function primaries() {
   for (const node of topology.nodes) if ((await cli(node.port, 'ROLE')).startsWith('master')) out.push(node);
   return out;
 }
+
+t.test('certificates, challenges, locks and the ACME account key on the cluster', async (t) => {
+  const conns = connectRedis(topology.url, { commandTimeoutMs: 1000, onUnreplicatedWrite: () => unreplicated++ });
+  await new Promise((resolve) => (conns.client.status === 'ready' ? resolve(undefined) : conns.client.once('ready', resolve)));
+  t.teardown(() => {
+    conns.client.disconnect();
+    conns.subscriber.disconnect();
+  });
+  const certs = openRedisCertStores(conns.client, 'https://ca.test/directory', conns.acknowledge);
+  const notBefore = new Date(Date.now() - 86_400_000).toISOString();
+  const notAfter = new Date(Date.now() + 10 * 86_400_000).toISOString();
+  const stored = { hostname: 'shop.example.com', certPem: 'CERT', keyPem: 'KEY', notBefore, notAfter, issuer: 'test' };
+  await certs.certificates.put(stored);
+  t.strictSame(await certs.certificates.get('shop.example.com'), stored);
+  t.same((await certs.certificates.due(Date.now() + 30 * 86_400_000)).map((v) => v.hostname), ['shop.example.com'], 'the renewal schedule lists it');
+  t.match(await certs.certificates.summary(Date.now()), { lt30d: 1 });
+  await certs.certificates.remove('shop.example.com');
+  t.equal(await certs.certificates.get('shop.example.com'), null);
+
+  await certs.challenges.set('token-1', 'token-1.thumbprint');
+  t.equal(await certs.challenges.get('token-1'), 'token-1.thumbprint');
+  const lock = await certs.locks.acquire('order:shop.example.com', 10_000);
+  t.ok(lock, 'a lock is taken');
+  t.equal(await certs.locks.acquire('order:shop.example.com', 10_000), null, 'and held');
+  await certs.locks.release('order:shop.example.com', lock!);
+  t.ok(await certs.locks.acquire('order:shop.example.com', 10_000), 'and released');
+  await certs.accountKey.save('PEM-1');
+  await certs.accountKey.save('PEM-2');
+  t.equal(await certs.accountKey.load(), 'PEM-1', 'the first account key stays');
+  // every key of it is in the state slot, on one primary
+  const keys = (await Promise.all(admin.nodes('master').map((node) => node.keys('*')))).flat().filter((k) => !k.includes(':rl:'));
+  t.ok(keys.length > 0 && keys.every((k) => k.startsWith('{portico}:')), 'every state key carries the {portico}: hash tag');
+});
+
+t.test('a replica confirmed every acknowledged write (WAIT)', async (t) => {
+  t.equal(unreplicated, 0);
+});
