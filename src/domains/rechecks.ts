@@ -99,19 +99,19 @@ export function createDomainChecks(deps: DomainChecksDeps) {
     async seed(): Promise<number> {
       if (await stores.schedule.marked(SEEDED)) return 0;
       const { pendingRecheckMs, verifiedRecheckMs } = deps.context();
-      let seeded = 0;
+      const jobs: ScheduledJob[] = [];
       for (const project of await stores.projects.list()) {
-        const jobs = (await stores.domains.listByProject(project.id))
-          .filter((d) => !d.nextCheckAt && !checksStopped(d))
-          .map((d) => ({ kind: DOMAIN_CHECK, key: d.hostname, dueAt: now() + spread(d.hostname) * (d.status === 'verified' ? verifiedRecheckMs : pendingRecheckMs) }));
-        await stores.schedule.setMany(jobs);
-        seeded += jobs.length;
+        for (const d of await stores.domains.listByProject(project.id)) {
+          if (!d.nextCheckAt && !checksStopped(d)) jobs.push({ kind: DOMAIN_CHECK, key: d.hostname, dueAt: now() + spread(d.hostname) * (d.status === 'verified' ? verifiedRecheckMs : pendingRecheckMs) });
+        }
         // let requests in between projects
         await new Promise((resolve) => setImmediate(resolve));
       }
+      // one write for all: one append per hour file they fall in, not one per project and hour
+      await stores.schedule.setMany(jobs);
       await stores.schedule.mark(SEEDED);
-      if (seeded > 0) log.info({ domains: seeded }, 'scheduled the first automatic DNS check of domains stored before automatic checks existed');
-      return seeded;
+      if (jobs.length > 0) log.info({ domains: jobs.length }, 'scheduled the first automatic DNS check of domains stored before automatic checks existed');
+      return jobs.length;
     },
   };
 }

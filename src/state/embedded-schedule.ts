@@ -27,8 +27,9 @@ const entryKey = (kind: string, key: string, dueAt: number) => `${dueAt} ${kind}
 export function openEmbeddedSchedule(dataDir: string): ScheduleStore {
   const dir = path.join(dataDir, 'schedule');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  // hours on disk not read yet, ascending
+  // hours on disk not read yet, ascending (and as a set, for 100k jobs spread over a year)
   const waiting = readdirSync(dir).filter((n) => FILE.test(n)).map((n) => Date.parse(`${n}:00:00Z`)).sort((a, b) => a - b);
+  const waitingSet = new Set(waiting);
   // hours read: how many of their lines are still to be handled
   const outstanding = new Map<number, number>();
   const entries = new Map<string, Entry>();
@@ -87,6 +88,7 @@ export function openEmbeddedSchedule(dataDir: string): ScheduleStore {
     const current = hourOf(seen);
     while (waiting.length > 0 && waiting[0] <= current) {
       const hour = waiting.shift()!;
+      waitingSet.delete(hour);
       outstanding.set(hour, outstanding.get(hour) ?? 0);
       const text = await readFile(path.join(dir, nameOf(hour)), 'utf8').catch((err: NodeJS.ErrnoException) => {
         if (err.code === 'ENOENT') return '';
@@ -124,16 +126,28 @@ export function openEmbeddedSchedule(dataDir: string): ScheduleStore {
       lines.get(hour)!.push(`${dueAt} ${kind} ${key}\n`);
       todo.push({ kind, key, dueAt });
     }
-    for (const [hour, text] of lines) await serial(() => appendDurable(path.join(dir, nameOf(hour)), text.join('')));
+    let created = false;
+    for (const [hour, text] of lines) {
+      const file = path.join(dir, nameOf(hour));
+      created ||= !outstanding.has(hour) && !waitingSet.has(hour);
+      await serial(() => appendDurable(file, text.join('')));
+    }
+    // a new hour file is durable once the folder that names it is
+    if (created) await serial(() => syncDir(dir));
     // the new lines are durable: older ones of these jobs are superseded
+    const added: number[] = [];
     for (const { kind, key, dueAt } of todo) {
       for (const k of [...(byJob.get(`${kind} ${key}`) ?? [])]) await drop(k);
       const hour = hourOf(dueAt);
       if (outstanding.has(hour)) add(kind, key, dueAt, hour);
-      else if (!waiting.includes(hour)) {
-        waiting.push(hour);
-        waiting.sort((a, b) => a - b);
+      else if (!waitingSet.has(hour)) {
+        waitingSet.add(hour);
+        added.push(hour);
       }
+    }
+    if (added.length > 0) {
+      waiting.push(...added);
+      waiting.sort((a, b) => a - b);
     }
   }
 
@@ -183,6 +197,15 @@ export function openEmbeddedSchedule(dataDir: string): ScheduleStore {
     },
     close: () => serial(async () => undefined),
   };
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
 }
 
 async function appendDurable(file: string, line: string): Promise<void> {
