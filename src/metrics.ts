@@ -1,6 +1,7 @@
 // Prometheus metrics. Portico's own carry the `portico_` prefix; process and Node defaults keep their
 // standard names. Labels come from small fixed sets — never a hostname, path or key.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { REDIS_ERROR_KINDS } from './state/redis-errors.ts';
 
 export type RouteLabel = 'api' | 'project' | 'redirect' | 'acme' | 'unknown' | 'admin';
 
@@ -49,12 +50,13 @@ export function createMetrics() {
     ratelimitDecisions: new Counter({ name: 'portico_ratelimit_decisions_total', help: 'Rate limiter decisions, by plan and decision.', labelNames: ['plan', 'decision'] as const, registers: [registry] }),
     authFailures: new Counter({ name: 'portico_auth_failures_total', help: '/v1 calls without an active key.', registers: [registry] }),
     redisUp: new Gauge({ name: 'portico_redis_up', help: '1 when Redis answers; 0 when it does not, or in embedded mode.', registers: [registry], aggregator: 'min' }),
-    redisCommandErrors: new Counter({
+    // every kind prints 0 from the start, as an unlabelled counter would
+    redisCommandErrors: zeroed(new Counter({
       name: 'portico_redis_command_errors_total',
       help: 'Redis commands that failed, by kind: timeout, connection, moved, ask, readonly, loading, tryagain, clusterdown, reply.',
       labelNames: ['kind'] as const,
       registers: [registry],
-    }),
+    }), REDIS_ERROR_KINDS),
     redisUnreplicatedWrites: new Counter({
       name: 'portico_redis_unreplicated_writes_total',
       help: 'Acknowledged writes that PORTICO_REDIS_REPLICAS_TO_ACK replicas did not confirm within PORTICO_REDIS_REPLICA_ACK_TIMEOUT_MS (answered anyway).',
@@ -75,3 +77,8 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+function zeroed(counter: Counter<'kind'>, kinds: readonly string[]): Counter<'kind'> {
+  for (const kind of kinds) counter.inc({ kind }, 0);
+  return counter;
+}
