@@ -215,6 +215,10 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
   if ((config.platform.certFile === null) !== (config.platform.keyFile === null)) {
     problems.push('platform.certFile and platform.keyFile (PORTICO_PLATFORM_CERT_FILE / _KEY_FILE) go together');
   }
+  // the headers are part of the request: Node refuses a listener whose header deadline is the later one
+  if (config.timeouts.headersMs > config.timeouts.requestMs) {
+    problems.push(`timeouts.headersMs (${config.timeouts.headersMs}) must not exceed timeouts.requestMs (${config.timeouts.requestMs})`);
+  }
   if (config.https.keyExchange !== null) problems.push(...keyExchangeProblems(config.https.keyExchange));
   const ports: Array<[string, number | null]> = [['http.port', config.http.port], ['https.port', config.https.port], ['admin.port', config.admin.port], ['metrics.port', config.metrics.port]];
   for (let i = 0; i < ports.length; i++) {

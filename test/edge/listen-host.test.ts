@@ -1,73 +1,96 @@
 // PORTICO_LISTEN_HOST (DESIGN §2): the HTTP and HTTPS listeners bind the address asked for, every
 // interface when unset, and a bad value stops the start with one message.
 import t, { type Test } from 'tap';
-import net from 'node:net';
+import http from 'node:http';
+import tls from 'node:tls';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { parseConfig } from '../../src/config.ts';
 import { startPortico, baseEnv, cleanup } from '../helpers/portico.ts';
 import { request } from '../helpers/client.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const CLI = path.join(ROOT, 'src/cli/main.ts');
 
-/** connects to address:port; 'open' or the error code (ECONNREFUSED when nothing listens there) */
-function probe(address: string, port: number): Promise<string> {
+// Another process on this machine may hold the same port number on the other address, so "not
+// reachable" is asked as "not this Portico": its HTTPS listener presents this instance's own
+// certificate, its HTTP listener redirects to this instance's public port.
+const PUBLIC_PORT = '4711';
+
+/** 'portico' when address:port is this instance's HTTPS listener, else why not (ECONNREFUSED, …) */
+function https(address: string, port: number, ca: string): Promise<string> {
   return new Promise((resolve) => {
-    const socket = net.connect({ host: address, port });
-    socket.once('connect', () => {
+    const socket = tls.connect({ host: address, port, ca, servername: 'localhost', checkServerIdentity: () => undefined });
+    socket.once('secureConnect', () => {
       socket.destroy();
-      resolve('open');
+      resolve('portico');
     });
     socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+  });
+}
+
+/** 'portico' when address:port is this instance's HTTP listener, else why not */
+function plain(address: string, port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const req = http.request({ host: address, port, path: '/probe', headers: { host: 'probe.invalid' } }, (res) => {
+      res.resume();
+      resolve(res.headers.location === `https://probe.invalid:${PUBLIC_PORT}/probe` ? 'portico' : `other (${res.statusCode})`);
+    });
+    req.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    req.end();
   });
 }
 
 const hasIpv6Loopback = Object.values(os.networkInterfaces()).some((list) => list?.some((i) => i.family === 'IPv6' && i.address === '::1'));
 
 t.test('unset: every interface, as before', async (t) => {
-  const portico = await startPortico();
+  const portico = await startPortico({ PORTICO_PUBLIC_HTTPS_PORT: PUBLIC_PORT });
   t.teardown(() => portico.stop());
-  const { https, http } = portico.running.listeners.addresses();
-  t.ok(['::', '0.0.0.0'].includes(https.address), `HTTPS on the unspecified address (${https.address})`);
-  t.ok(['::', '0.0.0.0'].includes(http.address), `HTTP on the unspecified address (${http.address})`);
-  t.equal(await probe('127.0.0.1', https.port), 'open');
-  if (hasIpv6Loopback) t.equal(await probe('::1', https.port), 'open', 'IPv6 loopback reaches it too');
+  const bound = portico.running.listeners.addresses();
+  t.ok(['::', '0.0.0.0'].includes(bound.https.address), `HTTPS on the unspecified address (${bound.https.address})`);
+  t.ok(['::', '0.0.0.0'].includes(bound.http.address), `HTTP on the unspecified address (${bound.http.address})`);
+  t.equal(await https('127.0.0.1', bound.https.port, portico.ca), 'portico');
+  t.equal(await plain('127.0.0.1', bound.http.port), 'portico');
+  if (hasIpv6Loopback) t.equal(await https('::1', bound.https.port, portico.ca), 'portico', 'IPv6 loopback reaches it too');
 });
 
 t.test('127.0.0.1: only IPv4 loopback', async (t) => {
-  const portico = await startPortico({ PORTICO_LISTEN_HOST: '127.0.0.1' });
+  const portico = await startPortico({ PORTICO_LISTEN_HOST: '127.0.0.1', PORTICO_PUBLIC_HTTPS_PORT: PUBLIC_PORT });
   t.teardown(() => portico.stop());
-  const { https, http } = portico.running.listeners.addresses();
-  t.same([https.address, https.family], ['127.0.0.1', 'IPv4'], 'HTTPS bound to 127.0.0.1');
-  t.same([http.address, http.family], ['127.0.0.1', 'IPv4'], 'HTTP bound to 127.0.0.1');
-  t.equal(portico.running.listeners.ports().https, https.port);
-  const answer = await request(https.port, 'unknown.localhost', portico.ca, { identity: 'localhost' });
+  const bound = portico.running.listeners.addresses();
+  t.same([bound.https.address, bound.https.family], ['127.0.0.1', 'IPv4'], 'HTTPS bound to 127.0.0.1');
+  t.same([bound.http.address, bound.http.family], ['127.0.0.1', 'IPv4'], 'HTTP bound to 127.0.0.1');
+  t.equal(portico.running.listeners.ports().https, bound.https.port);
+  const answer = await request(bound.https.port, 'unknown.localhost', portico.ca, { identity: 'localhost' });
   t.equal(answer.status, 404, 'serves on 127.0.0.1');
+  t.equal(await plain('127.0.0.1', bound.http.port), 'portico');
   if (hasIpv6Loopback) {
-    t.equal(await probe('::1', https.port), 'ECONNREFUSED', 'HTTPS not reachable on ::1');
-    t.equal(await probe('::1', http.port), 'ECONNREFUSED', 'HTTP not reachable on ::1');
+    t.not(await https('::1', bound.https.port, portico.ca), 'portico', 'HTTPS not reachable on ::1');
+    t.not(await plain('::1', bound.http.port), 'portico', 'HTTP not reachable on ::1');
   }
 });
 
 t.test('::1 (and [::1]): only IPv6 loopback', { skip: hasIpv6Loopback ? false : 'this machine has no IPv6 loopback' }, async (t) => {
-  const portico = await startPortico({ PORTICO_LISTEN_HOST: '[::1]' });
+  const portico = await startPortico({ PORTICO_LISTEN_HOST: '[::1]', PORTICO_PUBLIC_HTTPS_PORT: PUBLIC_PORT });
   t.teardown(() => portico.stop());
-  const { https, http } = portico.running.listeners.addresses();
-  t.same([https.address, https.family], ['::1', 'IPv6'], 'HTTPS bound to ::1');
-  t.same([http.address, http.family], ['::1', 'IPv6'], 'HTTP bound to ::1');
-  t.equal(await probe('::1', https.port), 'open');
-  t.equal(await probe('127.0.0.1', https.port), 'ECONNREFUSED', 'HTTPS not reachable on 127.0.0.1');
-  t.equal(await probe('127.0.0.1', http.port), 'ECONNREFUSED', 'HTTP not reachable on 127.0.0.1');
+  const bound = portico.running.listeners.addresses();
+  t.same([bound.https.address, bound.https.family], ['::1', 'IPv6'], 'HTTPS bound to ::1');
+  t.same([bound.http.address, bound.http.family], ['::1', 'IPv6'], 'HTTP bound to ::1');
+  t.equal(await https('::1', bound.https.port, portico.ca), 'portico');
+  t.equal(await plain('::1', bound.http.port), 'portico');
+  t.not(await https('127.0.0.1', bound.https.port, portico.ca), 'portico', 'HTTPS not reachable on 127.0.0.1');
+  t.not(await plain('127.0.0.1', bound.http.port), 'portico', 'HTTP not reachable on 127.0.0.1');
 });
 
 t.test(':: binds every interface explicitly', { skip: hasIpv6Loopback ? false : 'this machine has no IPv6' }, async (t) => {
   const portico = await startPortico({ PORTICO_LISTEN_HOST: '::' });
   t.teardown(() => portico.stop());
-  const { https } = portico.running.listeners.addresses();
-  t.equal(https.address, '::');
-  t.equal(await probe('::1', https.port), 'open');
-  t.equal(await probe('127.0.0.1', https.port), 'open', 'IPv4 arrives mapped');
+  const bound = portico.running.listeners.addresses();
+  t.equal(bound.https.address, '::');
+  t.equal(await https('::1', bound.https.port, portico.ca), 'portico');
+  t.equal(await https('127.0.0.1', bound.https.port, portico.ca), 'portico', 'IPv4 arrives mapped');
 });
 
 function serve(t: Test, variables: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -102,4 +125,17 @@ t.test('an address this machine does not have stops the start naming the listene
   t.equal(outcome.code, 1, `exit code 1 (stderr: ${outcome.stderr})`);
   t.match(outcome.stderr, /^portico: the https listener cannot bind 192\.0\.2\.1:0: listen EADDRNOTAVAIL/m);
   t.notMatch(outcome.stdout, /Portico listening/, 'never listened');
+});
+
+t.test('a header deadline later than the request deadline is a configuration problem, not a crash of the listener', async (t) => {
+  const yaml = readFileSync(path.join(ROOT, 'config/portico.yaml'), 'utf8').replace('headersMs: 10000', 'headersMs: 2000').replace('requestMs: 60000', 'requestMs: 1000');
+  let problems: string[] = [];
+  try {
+    parseConfig(yaml, 'portico.yaml', {}, ROOT);
+  } catch (err) {
+    problems = (err as { problems: string[] }).problems;
+  }
+  t.same(problems, ['timeouts.headersMs (2000) must not exceed timeouts.requestMs (1000)']);
+  const equal = parseConfig(yaml.replace('headersMs: 2000', 'headersMs: 1000'), 'portico.yaml', {}, ROOT);
+  t.equal(equal.timeouts.headersMs, 1000, 'equal deadlines are fine');
 });
