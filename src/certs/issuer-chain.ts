@@ -89,7 +89,8 @@ export function createIssuerChain(options: ChainOptions) {
         if (error === null) throw err;
         lastError = error;
         const next = options.issuers[options.issuers.indexOf(issuer) + 1];
-        await record(domainEvent('order_failed', `${issuer.name} could not issue: ${error.message}${next ? ` Trying ${next.name} next.` : ''}`, {
+        const said = /[.!?]$/.test(error.message) ? error.message : `${error.message}.`;
+        await record(domainEvent('order_failed', `${issuer.name} could not issue: ${said}${next ? ` Trying ${next.name} next.` : ''}`, {
           ...from, kind: error.kind, ...(error.problemType ? { problemType: error.problemType } : {}),
         }, now())).catch(() => undefined);
       }
