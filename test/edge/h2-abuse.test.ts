@@ -103,7 +103,7 @@ const ATTACK_SCRIPT = path.resolve(import.meta.dirname, '../helpers/h2-attack.ts
 const caFile = path.join(tempDir('ca'), 'fallback.crt');
 writeFileSync(caFile, ca);
 // each attack is repeated on new connections for this long, so the other client is measured under it
-const ATTACK_MS = 2_000;
+const ATTACK_MS = 1_500;
 
 /** runs `name` from its own process for ATTACK_MS under the well-behaved client's load */
 async function attack(t: Test, name: AttackName, expected: number | 'any' | 'closed'): Promise<Attempt[]> {
