@@ -59,6 +59,11 @@ origin.on('upgrade', (req, socket, head) => {
     socket.once('end', () => socket.destroy());
     return;
   }
+  if (req.url === '/ws/bad-accept') {
+    // 101, but not for the key Portico sent
+    socket.end('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: bm90IHRoZSByaWdodCBvbmU=\r\n\r\n');
+    return;
+  }
   if (!req.url?.startsWith('/ws/')) {
     // an application that ignores Upgrade and answers the request
     socket.end('HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n');
@@ -238,6 +243,7 @@ t.test('refusals: the stream is answered with a status, the WebSocket never open
   t.equal(session.remoteSettings.enableConnectProtocol, true, 'the listener advertises SETTINGS_ENABLE_CONNECT_PROTOCOL');
   t.equal(await connect(session, '/ws/refuse').status, 403, 'the upstream\'s 403');
   t.equal(await connect(session, '/').status, 502, 'an upstream that answers 200 without upgrading → 502');
+  t.equal(await connect(session, '/ws/bad-accept').status, 502, 'a 101 whose Sec-WebSocket-Accept does not match the key → 502');
   const started = Date.now();
   t.equal(await connect(session, '/ws/silent').status, 504, 'an upstream that never answers → 504');
   t.ok(Date.now() - started < 10_000, `after the upstream timeout (${Date.now() - started} ms, upstreamMs 1500)`);
@@ -346,4 +352,31 @@ t.test('a quiet WebSocket outlives the h2 connection\'s idle timeout, which appl
   await closed(ws.stream);
   const at = await Promise.race([sessionClosed, new Promise<number>((resolve) => setTimeout(() => resolve(-1), 5_000))]);
   t.ok(at > 0, `once the WebSocket closed, the idle connection closed too (after ${Math.round(at - wsClosed)} ms)`);
+});
+
+t.test('the upstream gets the same headers as for an HTTP/1.1 upgrade: forwarding headers are Portico\'s', async (t) => {
+  const session = h2();
+  t.teardown(() => session.close());
+  const before = upgrades.length;
+  const ws = connect(session, '/ws/echo?room=7', {
+    'x-forwarded-for': '203.0.113.66',
+    'x-forwarded-host': 'evil.example',
+    'x-forwarded-proto': 'http',
+    forwarded: 'for=203.0.113.66',
+    'x-real-ip': '203.0.113.66',
+    'x-forwarded-port': '1',
+    'sec-websocket-protocol': 'chat',
+    'x-app': 'kept',
+  });
+  t.equal(await ws.status, 200);
+  const { url, headers } = upgrades[before];
+  t.equal(url, '/ws/echo?room=7', 'path and query');
+  t.equal(headers['x-forwarded-for'], '127.0.0.1', 'X-Forwarded-For is the TCP peer, not what the client sent');
+  t.equal(headers['x-forwarded-host'], 'site.localhost');
+  t.equal(headers['x-forwarded-proto'], 'https');
+  for (const name of ['forwarded', 'x-real-ip', 'x-forwarded-port']) t.notOk(name in headers, `${name} is dropped`);
+  t.equal(headers['x-app'], 'kept', 'other end-to-end headers pass');
+  t.equal(headers['sec-websocket-protocol'], 'chat', 'the subprotocols offered pass');
+  t.equal(headers['sec-websocket-key']?.length, 24, 'a Sec-WebSocket-Key made by Portico');
+  ws.stream.close(http2.constants.NGHTTP2_CANCEL);
 });
