@@ -1,7 +1,6 @@
 // Forwards one request to an upstream over a keep-alive pool (http1-client.ts) and streams the answer back.
 // Hop-by-hop headers (RFC 9110 §7.6.1) and HTTP/2 pseudo-headers never cross; bodies stream both
 // ways; a client that goes away aborts the upstream request; refused → 502, silent → 504.
-import http2 from 'node:http2';
 import type { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError, type Response } from '../errors.ts';
@@ -102,7 +101,7 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
         // and the access log records the failure, not the status the upstream had started with
         if (!res.writableFinished) {
           res.statusCode = status;
-          abortAnswer(res);
+          abortAnswer(res, err as Error);
         }
       } finally {
         res.off('close', onClose);
@@ -113,10 +112,14 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
   };
 }
 
-/** ends an answer already under way as failed: HTTP/2 resets the stream with INTERNAL_ERROR, HTTP/1.1 closes */
-function abortAnswer(res: Response): void {
-  const stream = (res as { stream?: { close(code: number): void } }).stream;
-  if (stream) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+/**
+ * ends an answer already under way as failed: HTTP/1.1 closes the connection; HTTP/2 resets the
+ * stream with INTERNAL_ERROR at once (close(code) would first end it cleanly, so the visitor would take
+ * a cut body for a whole one)
+ */
+function abortAnswer(res: Response, err: Error): void {
+  const stream = (res as { stream?: { destroy(err: Error): void } }).stream;
+  if (stream) stream.destroy(err);
   else (res as { destroy(): void }).destroy();
 }
 

@@ -27,10 +27,12 @@ export interface BodyEvents {
 
 const MAX_LINE = 4096;
 // RFC 9112 §7.1: chunk-size [ chunk-ext ] CRLF, with llhttp's reading of chunk-ext: `;name[=value]`,
-// no whitespace, the value a token (maybe empty) or a quoted-string
+// no whitespace, the value a token (maybe empty) or a quoted-string. Extensions are then ignored.
 const TOKEN = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]";
 const QUOTED = '"(?:[\\t\\x20\\x21\\x23-\\x5b\\x5d-\\x7e\\x80-\\xff]|\\\\[\\t\\x20-\\x7e\\x80-\\xff])*"';
-const SIZE_LINE = new RegExp(`^0*([0-9a-fA-F]{1,12})(?:;${TOKEN}+(?:=(?:${TOKEN}*|${QUOTED}))?)*\\r$`);
+const VALUE = `(?:${TOKEN}*|${QUOTED})`;
+// llhttp also takes an extension with an empty name (`;=v`), though not a bare `;`
+const SIZE_LINE = new RegExp(`^0*([0-9a-fA-F]{1,12})(?:;(?:${TOKEN}+(?:=${VALUE})?|=${VALUE}))*\\r$`);
 const TRAILER_LINE = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*\r$/;
 
 const Step = { Fixed: 0, ChunkSize: 1, ChunkData: 2, ChunkEnd: 3, Trailers: 4, UntilClose: 5, Done: 6 } as const;

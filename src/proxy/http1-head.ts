@@ -12,9 +12,9 @@
 // - Content-Length is digits, given once; Transfer-Encoding is never empty and never comes with a
 //   Content-Length (RFC 9112 §6.1: "ought to be handled as an error"; that pair is how a response is
 //   split).
-// Stricter than llhttp, on purpose: a Transfer-Encoding other than `chunked` alone (llhttp reads such a
-// body to the close and leaves its coding on it, which a visitor could not undo once the field is
-// dropped), another HTTP version (llhttp takes 0.9 and 2.0), and a status below 100.
+// Stricter than llhttp, on purpose: a Transfer-Encoding other than `chunked` alone and last (llhttp
+// reads such a body to the close and leaves its coding on it, which a visitor could not undo once the
+// field is dropped), another HTTP version (llhttp takes 0.9 and 2.0), and a status below 100.
 // Everything refused is an UpstreamError 'invalid_response': the visitor gets a 502.
 import type { Framing } from './http1-body.ts';
 import { UpstreamError } from './upstream-error.ts';
@@ -123,15 +123,16 @@ export function invalid(message: string): UpstreamError {
   return new UpstreamError('invalid_response', message);
 }
 
-/** the transfer codings (all fields, comma-joined) are `chunked` once and nothing else; empty list elements allowed (RFC 9110 §5.6.1) */
+/**
+ * the transfer codings (all fields, comma-joined) are `chunked` once and nothing else, and it is the
+ * last element: llhttp reads `chunked,` as not chunked (a body to the close), so Portico must not read
+ * it as chunked; empty elements before it are allowed (RFC 9110 §5.6.1)
+ */
 function onlyChunked(codings: string): boolean {
-  let seen = 0;
-  for (const element of codings.split(',')) {
-    const coding = element.trim().toLowerCase();
-    if (coding === '') continue;
-    if (coding !== 'chunked' || ++seen > 1) return false;
-  }
-  return seen === 1;
+  const elements = codings.slice(0, -1).split(',');
+  if (elements[elements.length - 1].trim().toLowerCase() !== 'chunked') return false;
+  for (let i = 0; i < elements.length - 1; i++) if (elements[i].trim() !== '') return false;
+  return true;
 }
 
 /** text[from, to) without leading and trailing SP and HTAB (RFC 9112 §5.1; not String.trim(), which also drops NBSP) */
