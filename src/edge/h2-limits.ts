@@ -7,8 +7,9 @@
 //    request), so a connection whose client has cancelled streams before their answer has its next
 //    streams dispatched one turn later (setImmediate, h2-stream.ts), after the rest of what it sent
 //    is read: a RST_STREAM right behind the HEADERS then closes the stream before any work is done;
-// 2. CONTINUATION floods (CVE-2024-27316 and kin): nghttp2 refuses more than a few CONTINUATION
-//    frames per header block, and SETTINGS_MAX_HEADER_LIST_SIZE / maxHeaderListPairs bound it;
+// 2. CONTINUATION floods (CVE-2024-28182 in nghttp2, CVE-2024-27983 in Node): nghttp2 refuses more
+//    than a few CONTINUATION frames per header block, and SETTINGS_MAX_HEADER_LIST_SIZE and
+//    maxHeaderListPairs bound the block;
 // 3. frames that break the protocol: maxSessionInvalidFrames; streams past SETTINGS_MAX_CONCURRENT_
 //    STREAMS, refused with REFUSED_STREAM: maxSessionRejectedStreams; memory: maxSessionMemory;
 // 4. PING and SETTINGS floods (CVE-2019-9512, -9515): nghttp2 stops a peer that does not read its
