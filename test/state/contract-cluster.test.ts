@@ -112,6 +112,38 @@ t.test('certificates, challenges, locks and the ACME account key on the cluster'
   t.ok(keys.length > 0 && keys.every((k) => k.startsWith('{portico}:')), 'every state key carries the {portico}: hash tag');
 });
 
+t.test('a slot left half migrated: the limiter call is refused after a bounded retry, then follows the slot to its new owner', async (t) => {
+  let subject = '';
+  for (let i = 0; !subject; i++) if (keySlot(`ask-${i}`) > 12_000) subject = `ask-${i}`;
+  const slot = keySlot(subject);
+  const from = await topology.primaryOf(slot);
+  const to = (await primaries()).find((p) => p !== from)!;
+  const ids = await topology.ids();
+  const conns = connectRedis(topology.url, { commandTimeoutMs: 1000 });
+  await new Promise((resolve) => (conns.client.status === 'ready' ? resolve(undefined) : conns.client.once('ready', resolve)));
+  const limiter = new RedisLimiter(conns);
+  t.teardown(async () => {
+    await limiter.close();
+    conns.client.disconnect();
+    conns.subscriber.disconnect();
+  });
+  const limit = { perMinute: 100, perDay: 100 };
+  const ban = { refusals: 10, windowSeconds: 60, banSeconds: 1 };
+
+  // Mid-migration a multi-key script whose keys are not all on one side is answered -ASK by the old
+  // owner and -TRYAGAIN by the new one (after ASKING): the call is tried again a few times, then
+  // refused, and the failover limiter answers it from this instance
+  await cli(to.port, 'CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', ids.get(from.port)!);
+  await cli(from.port, 'CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', ids.get(to.port)!);
+  await t.rejects(limiter.consume(subject, limit, ban), { message: /^(TRYAGAIN|ASK)/ }, 'refused while the slot stays half moved');
+
+  // the migration ends: the old owner answers -MOVED and the call goes to the new one
+  for (const node of [to, from]) await cli(node.port, 'CLUSTER', 'SETSLOT', String(slot), 'NODE', ids.get(to.port)!);
+  t.equal((await limiter.consume(subject, limit, ban)).remaining, 99, 'counted once it is moved');
+  t.equal((await limiter.consume(subject, limit, ban)).remaining, 98, 'and again');
+  t.ok(Number(await cli(to.port, 'CLUSTER', 'COUNTKEYSINSLOT', String(slot))) > 0, 'on the new owner');
+});
+
 t.test('a replica confirmed every acknowledged write (WAIT)', async (t) => {
   t.equal(unreplicated, 0);
 });
