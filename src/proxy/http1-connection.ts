@@ -146,10 +146,13 @@ export class Connection {
       return;
     }
     this.#bodySent = false;
-    sendRequestBody(socket, exchange.body, exchange.bodyLength === undefined, {
+    sendRequestBody(socket, exchange.body, exchange.bodyLength, {
       stopped: () => call.settled || this.#gone,
       sent: () => {
         this.#bodySent = true;
+      },
+      broken: (why) => {
+        if (this.#call === call) this.#fail(new UpstreamError('other', why));
       },
     });
   }

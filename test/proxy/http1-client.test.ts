@@ -795,6 +795,27 @@ t.test('a request body with bodyLength goes up with Content-Length, byte for byt
   t.equal(upstream.accepted, 1, 'reused after a complete exchange with a body');
 });
 
+t.test('a request body longer or shorter than bodyLength: cut at the length, the exchange fails, the connection closed', async (t) => {
+  for (const [parts, label] of [[['hello', ' world!!'], 'longer'], [['hel'], 'shorter']] as const) {
+    const received: Buffer[] = [];
+    const server = net.createServer((socket) => {
+      socket.on('error', () => undefined);
+      socket.on('data', (chunk: Buffer) => received.push(chunk));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.teardown(() => new Promise((resolve) => server.close(resolve)));
+    const client = newClient(t);
+    const body = Readable.from(parts.map((p) => Buffer.from(p)));
+    const sent = send(client, `http://127.0.0.1:${(server.address() as AddressInfo).port}`, { method: 'POST', body, bodyLength: 11 });
+    const err = await failure(sent.call.done);
+    t.equal(err.kind, 'other', label);
+    t.match(err.message, label === 'longer' ? /longer than its Content-Length/ : /shorter than its Content-Length/);
+    const wire = Buffer.concat(received).toString('latin1');
+    const bodyOnWire = wire.slice(wire.indexOf('\r\n\r\n') + 4);
+    t.ok(bodyOnWire.length <= 11, `${label}: never more than the announced 11 bytes went up (${JSON.stringify(bodyOnWire)})`);
+  }
+});
+
 t.test('a request body without bodyLength goes up chunked, byte for byte', async (t) => {
   const upstream = await rawServer(t, (req) => req.socket.write(answerOf(`got ${req.body.length}`)));
   const client = newClient(t);
