@@ -115,11 +115,18 @@ const onSocket = ({ socket }: { socket: net.Socket }) => {
 const onStream = ({ stream, headers }: { stream: http2.ServerHttp2Stream; headers: http2.IncomingHttpHeaders }) => {
   if (stream.session?.socket?.localPort === ports.https) streams.push({ session: stream.session, headers });
 };
+// HTTP/1.1 requests on the HTTPS listener (an upgrade request is not published here: the 101 metric counts those)
+let h1Requests = 0;
+const onH1Request = ({ socket }: { socket: net.Socket }) => {
+  if (socket.localPort === ports.https) h1Requests++;
+};
 dc.subscribe('net.server.socket', onSocket as dc.ChannelListener);
 dc.subscribe('http2.server.stream.start', onStream as dc.ChannelListener);
+dc.subscribe('http.server.request.start', onH1Request as dc.ChannelListener);
 t.teardown(() => {
   dc.unsubscribe('net.server.socket', onSocket as dc.ChannelListener);
   dc.unsubscribe('http2.server.stream.start', onStream as dc.ChannelListener);
+  dc.unsubscribe('http.server.request.start', onH1Request as dc.ChannelListener);
 });
 
 const metricValue = async (labels: string) => {
@@ -141,6 +148,7 @@ t.test('a page served over h2 opens WebSockets on the same h2 connection', async
   const page = await browser.newPage();
   accepted.length = 0;
   streams.length = 0;
+  h1Requests = 0;
   const h1UpgradesBefore = await metricValue('route="project",method="GET",status="101"');
 
   const loaded = await page.goto(`https://site.localhost:${ports.https}/`);
@@ -174,8 +182,11 @@ t.test('a page served over h2 opens WebSockets on the same h2 connection', async
   t.same(connects.map((s) => [s.headers[':protocol'], s.headers[':path']]), [['websocket', '/ws/echo'], ['websocket', '/ws/server-closes'], ['websocket', '/ws/refuse']], 'each WebSocket was an extended CONNECT stream');
   t.ok(connects.every((s) => s.session === pageStream!.session), 'on the same h2 session as the page load');
   const h2Sockets = new Set(streams.map((s) => (s.session.socket as unknown as { _parent: net.Socket })._parent));
-  t.ok(accepted.length >= 1 && accepted.every((socket) => h2Sockets.has(socket)), `every TCP connection the HTTPS listener accepted (${accepted.length}) carried an h2 session: there was no HTTP/1.1 connection to upgrade`);
+  t.equal(h1Requests, 0, 'no HTTP/1.1 request reached the HTTPS listener');
   t.equal(await metricValue('route="project",method="GET",status="101"'), h1UpgradesBefore, 'no HTTP/1.1 upgrade was answered');
+  t.equal(h2Sockets.size, 1, 'one h2 connection carried every stream');
+  // a browser may open a spare connection that carries nothing: said, not asserted
+  t.comment(`TCP connections the HTTPS listener accepted: ${accepted.length}, of which ${accepted.filter((socket) => h2Sockets.has(socket)).length} carried the h2 session`);
   t.ok(await metricValue('route="project",method="CONNECT",status="200"') >= 2, 'the h2 WebSockets are counted');
 
   const headers = upgrades.find((u) => u.url === '/ws/echo')!.headers;
