@@ -10,8 +10,11 @@
 import type { IncomingHttpHeaders, Http2SecureServer, ServerHttp2Session, ServerHttp2Stream } from 'node:http2';
 import { startLater } from './h2-limits.ts';
 
-/** true: the stream is served; false: nothing was done with it, and the compatibility layer takes it */
-export type StreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number) => boolean;
+/**
+ * true: the stream is served; false: nothing was done with it, and the compatibility layer takes it.
+ * `rawHeaders`: the request's fields as received, [name, value, …] (cookie crumbs apart, RFC 9113 §8.2.3).
+ */
+export type StreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => boolean;
 
 type StreamListener = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => void;
 
@@ -24,7 +27,7 @@ export function serveStreams(server: Http2SecureServer, handler: () => StreamHan
   server.removeListener('stream', compat);
   const dispatch = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
     const serve = handler();
-    if (serve === undefined || !serve(stream, headers, flags)) compat(stream, headers, flags, rawHeaders);
+    if (serve === undefined || !serve(stream, headers, flags, rawHeaders)) compat(stream, headers, flags, rawHeaders);
   };
   server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
     // a client that cancels streams before their answer (rapid reset) has the rest of what it sent

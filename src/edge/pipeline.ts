@@ -154,7 +154,7 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
   // Everything else (the API, redirects, 404 and 421 pages, CONNECT, `Expect`) is declined before any
   // work and goes through the compatibility layer to the handler above.
   const sessionPeers = new WeakMap<Http2Session, string>();
-  handler.stream = (stream, headers, flags) => {
+  handler.stream = (stream, headers, flags, rawHeaders) => {
     const proxyStream = deps.proxy.stream;
     const session = stream.session;
     if (proxyStream === undefined || session === undefined || headers[':method'] === 'CONNECT' || headers.expect !== undefined) return false;
@@ -170,22 +170,25 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
       ip = clientIpOf(socket, forwardedFor, trust);
       if (forwardedFor === undefined) sessionPeers.set(session, ip);
     }
-    const clientIp = ip;
     const method = headers[':method'];
+    // `status`: set by the forwarder with the answer's HEADERS frame
+    const ctx: StreamContext = { clientIp: ip, hostname, hsts: route.hsts ? hstsHeader(route.hsts) : undefined, rawHeaders, status: 0 };
     // a visitor resetting the stream must never become an uncaught 'error'
     stream.on('error', ignore);
     // as the compatibility layer's 'finish': once the stream is over, reset or not (200 when nothing was sent)
     stream.once('close', () => {
       const ms = performance.now() - started;
-      const status = (stream.sentHeaders?.[':status'] as number | undefined) ?? 200;
+      const status = ctx.status || 200;
       recordAnswer('project', method, status, ms / 1000);
       if (access) {
         const url = headers[':path'] ?? '/';
         const q = url.indexOf('?');
-        access({ method, hostname, path: q === -1 ? url : url.slice(0, q), route: 'project', status, durationMs: Math.round(ms * 10) / 10, clientIp, protocol: '2.0', accountId: undefined });
+        // a stream reset by either side (an upstream failure mid-answer, a visitor that cancelled) was cut short
+        const aborted = stream.rstCode !== undefined && stream.rstCode !== 0 ? true : undefined;
+        access({ method, hostname, path: q === -1 ? url : url.slice(0, q), route: 'project', status, durationMs: Math.round(ms * 10) / 10, clientIp: ctx.clientIp, protocol: '2.0', accountId: undefined, aborted });
       }
     });
-    void proxyStream(stream, headers, flags, route.upstream, { clientIp, hostname, hsts: route.hsts ? hstsHeader(route.hsts) : undefined });
+    void proxyStream(stream, headers, flags, route.upstream, ctx);
     return true;
   };
   return handler;

@@ -30,9 +30,13 @@ export interface StreamContext {
   hostname: string;
   /** Strict-Transport-Security for the answer (the upstream's own wins), or undefined */
   hsts: string | undefined;
+  /** the request's fields as received, [name, value, …] (the 'stream' event's rawHeaders) */
+  rawHeaders: string[];
+  /** the status of the answer's HEADERS frame once sent (0 before): for the access line */
+  status: number;
 }
 
-const { NGHTTP2_FLAG_END_STREAM, NGHTTP2_INTERNAL_ERROR } = http2.constants;
+const { NGHTTP2_FLAG_END_STREAM } = http2.constants;
 const NO_TOKENS: ReadonlySet<string> = new Set();
 // origin-form as targetOf() builds it: no whitespace or control character may reach the request line
 const REQUEST_TARGET = /^\/[^\s\x00-\x1f\x7f]*$/;
@@ -50,12 +54,12 @@ export async function proxyStream(client: Http1Client, stream: ServerHttp2Stream
     ({ origin, path } = targetOf(upstream, headers[':path']));
   } catch {
     onError('other');
-    respond(stream, 502, upstreamUnreachablePage(ctx.hostname), HTML, ctx.hsts);
+    respond(stream, 502, upstreamUnreachablePage(ctx.hostname), HTML, ctx);
     return;
   }
   const method = headers[':method'] ?? 'GET';
   if (!REQUEST_TARGET.test(path) || UNSAFE_VALUE.test(ctx.hostname) || UNSAFE_VALUE.test(ctx.clientIp)) {
-    respond(stream, 400, JSON.stringify(errorBody('invalid_request', 'The request target is not valid.')), 'application/json; charset=utf-8', ctx.hsts);
+    respond(stream, 400, JSON.stringify(errorBody('invalid_request', 'The request target is not valid.')), 'application/json; charset=utf-8', ctx);
     return;
   }
   // END_STREAM on the request's HEADERS frame: there is no body, whatever the method
@@ -67,7 +71,7 @@ export async function proxyStream(client: Http1Client, stream: ServerHttp2Stream
     method,
     body: hasBody && bodyLength !== 0 ? (stream as Readable) : null,
     bodyLength,
-    onHead: (status, fields, connection, length) => respondHead(stream, status, fields, connection, length, ctx.hsts),
+    onHead: (status, fields, connection, length) => respondHead(stream, status, fields, connection, length, ctx),
   });
   // the visitor reset the stream (or the session went away) before the answer was written in full.
   // Not `writableEnded`: Node ends the writable side of a stream the peer reset before 'close'.
@@ -79,23 +83,33 @@ export async function proxyStream(client: Http1Client, stream: ServerHttp2Stream
   } catch (err) {
     const kind = err instanceof UpstreamError ? err.kind : 'other';
     onError(kind);
-    if (!call.answered) respond(stream, kind === 'timeout' ? 504 : 502, kind === 'timeout' ? upstreamTimeoutPage(ctx.hostname) : upstreamUnreachablePage(ctx.hostname), HTML, ctx.hsts);
-    else if (!stream.destroyed && !stream.writableFinished) stream.close(NGHTTP2_INTERNAL_ERROR);
+    if (!call.answered) respond(stream, kind === 'timeout' ? 504 : 502, kind === 'timeout' ? upstreamTimeoutPage(ctx.hostname) : upstreamUnreachablePage(ctx.hostname), HTML, ctx);
+    else if (!stream.destroyed && !stream.writableFinished) {
+      // the answer had started: reset the stream at once (close() would first end it cleanly, and the
+      // visitor would take a cut body for a whole one); the access line says 502/504, not the upstream's status
+      ctx.status = kind === 'timeout' ? 504 : 502;
+      stream.destroy(err as Error);
+    }
   } finally {
     stream.off('close', onClose);
   }
 }
 
-/** The request's header lines for the upstream (see the rules at the top); Host is the client's to write. */
+/**
+ * The request's header lines for the upstream (see the rules at the top); Host is the client's to
+ * write. Read from the raw list (a for-in over the headers object cost more); cookie crumbs are sent
+ * as the one field HTTP/1.1 needs, joined with '; ' (RFC 9113 §8.2.3), as Node joined them.
+ */
 function requestLines(incoming: IncomingHttpHeaders, ctx: StreamContext): string {
   let lines = '';
   const named = incoming.connection === undefined ? NO_TOKENS : connectionTokens(incoming.connection);
-  for (const name in incoming) {
-    const value = incoming[name];
-    if (value === undefined || name.charCodeAt(0) === 58 || name === 'content-length' || name === 'expect' || isHopByHop(name) || named.has(name) || isClientForwarded(name)) continue;
-    if (typeof value === 'string') lines += `${name}: ${value}\r\n`;
-    else for (const one of value) lines += `${name}: ${one}\r\n`;
+  const raw = ctx.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    if (name.charCodeAt(0) === 58 || name === 'cookie' || name === 'content-length' || name === 'expect' || isHopByHop(name) || named.has(name) || isClientForwarded(name)) continue;
+    lines += `${name}: ${raw[i + 1]}\r\n`;
   }
+  if (incoming.cookie !== undefined) lines += `cookie: ${incoming.cookie}\r\n`;
   return `${lines}x-forwarded-for: ${ctx.clientIp}\r\nx-forwarded-proto: https\r\nx-forwarded-host: ${ctx.hostname}\r\n`;
 }
 
@@ -107,27 +121,31 @@ function isClientForwarded(name: string): boolean {
   return name === 'x-real-ip' || name.startsWith('x-forwarded-');
 }
 
-/** The upstream's head as the stream's HEADERS frame; the sink its body goes to. */
-function respondHead(stream: ServerHttp2Stream, status: number, fields: string[], connection: string, length: number, hsts: string | undefined): Sink {
+/**
+ * The upstream's head as the stream's HEADERS frame; the sink its body goes to. respond() takes the
+ * fields as a flat list (Node 24), the shape the upstream's head is parsed into: no headers object is
+ * built, copied and walked again.
+ */
+function respondHead(stream: ServerHttp2Stream, status: number, fields: string[], connection: string, length: number, ctx: StreamContext): Sink {
   // the visitor left meanwhile: the 'close' listener aborts the exchange
   if (stream.destroyed || stream.closed) return DISCARD;
-  const out: OutgoingHttpHeaders = { ':status': status };
+  const out: string[] = [':status', String(status)];
   const named = connection === '' ? NO_TOKENS : connectionTokens(connection);
+  let hsts = ctx.hsts;
   for (let i = 0; i < fields.length; i += 2) {
     const name = fields[i];
     // the framing is Portico's: content-length from what is forwarded (below), never the upstream's
     if (name === 'content-length' || isHopByHop(name) || named.has(name)) continue;
-    const value = fields[i + 1];
-    const before = out[name];
-    if (before === undefined) out[name] = value;
-    else if (Array.isArray(before)) before.push(value);
-    else out[name] = [before as string, value];
+    if (name === 'strict-transport-security') hsts = undefined;
+    out.push(name, fields[i + 1]);
   }
-  if (length !== -1) out['content-length'] = length;
-  if (hsts !== undefined && out['strict-transport-security'] === undefined) out['strict-transport-security'] = hsts;
+  if (length !== -1) out.push('content-length', String(length));
+  if (hsts !== undefined) out.push('strict-transport-security', hsts);
   // a HEAD request's stream has ended its writable side already; 204, 205 and 304 carry no body
   const bodiless = stream.writableEnded || status === 204 || status === 205 || status === 304;
-  stream.respond(out, bodiless ? { endStream: true } : undefined);
+  // the types know only the object form
+  stream.respond(out as unknown as OutgoingHttpHeaders, bodiless ? { endStream: true } : undefined);
+  ctx.status = status;
   return bodiless ? DISCARD : stream;
 }
 
@@ -141,12 +159,13 @@ const DISCARD: Sink = {
 const HTML = 'text/html; charset=utf-8';
 
 /** Portico's own answer: a 502/504 page as pages.ts writes it, or an Error body as errors.ts does. */
-function respond(stream: ServerHttp2Stream, status: number, text: string, type: string, hsts: string | undefined): void {
+function respond(stream: ServerHttp2Stream, status: number, text: string, type: string, ctx: StreamContext): void {
   if (stream.destroyed || stream.closed || stream.headersSent) return;
   const body = Buffer.from(text);
   const out: OutgoingHttpHeaders = { ':status': status, 'content-type': type, 'content-length': body.length };
   if (type === HTML) out['cache-control'] = 'no-store';
-  if (hsts !== undefined) out['strict-transport-security'] = hsts;
+  if (ctx.hsts !== undefined) out['strict-transport-security'] = ctx.hsts;
+  ctx.status = status;
   if (stream.writableEnded) {
     stream.respond(out, { endStream: true });
     return;

@@ -104,6 +104,10 @@ t.test('what reaches the upstream: no pseudo-headers, Portico\'s forwarding head
   t.equal(seen.headers['x-forwarded-port'], undefined);
   t.equal(seen.headers['x-custom'], 'kept');
   t.equal(seen.headers.cookie, 'a=1');
+  // cookie crumbs (RFC 9113 §8.2.3) reach an HTTP/1.1 upstream as one field, joined with '; '
+  const crumbs = JSON.parse((await request(site, 'site.localhost', { ':path': '/echo', cookie: ['a=1', 'b=2'], 'x-multi': ['one', 'two'] })).body.toString());
+  t.equal(crumbs.headers.cookie, 'a=1; b=2');
+  t.equal(crumbs.headers['x-multi'], 'one, two', 'a repeated field reaches the upstream as repeated lines');
   t.equal(seen.headers.host, new URL(upstream.url).host, 'Host is the upstream\'s own');
 });
 
