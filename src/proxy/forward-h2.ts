@@ -123,8 +123,8 @@ function isClientForwarded(name: string): boolean {
 
 /**
  * The upstream's head as the stream's HEADERS frame; the sink its body goes to. respond() takes the
- * fields as a flat list (Node 24.7 and later; Portico runs on ^24.21), the shape the upstream's head is parsed into: no headers object is
- * built, copied and walked again.
+ * fields as a flat list (Node 24.7 and later; Portico runs on ^24.21), the shape the upstream's head
+ * is parsed into: no headers object is built, copied and walked again.
  */
 function respondHead(stream: ServerHttp2Stream, status: number, fields: string[], connection: string, length: number, ctx: StreamContext): Sink {
   // the visitor left meanwhile: the 'close' listener aborts the exchange
