@@ -184,6 +184,8 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     accounts: {
       create: async (account) => {
         await write(() => client.set(`portico:account:${account.id}`, JSON.stringify(account)));
+        // this instance may hold "unknown" for it; on a Cluster its own notice comes back later
+        accountCache.put(account.id, account);
       },
       get: (id) =>
         accountCache.read(id, async () => {
@@ -201,7 +203,9 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     keys: {
       create: async (key) => {
         await write(() => client.multi().set(`portico:key:${key.id}`, JSON.stringify(key)).set(`portico:keyhash:${key.hash}`, key.id).exec());
-        // another instance may hold "unknown" for this hash
+        // any instance, this one too, may hold "unknown" for this hash; on a Cluster a notice arrives
+        // through the cluster bus, after the write's answer
+        keyCache.put(key.hash, key);
         await publish(`key:${key.hash}`);
       },
       get: (id) => readJson<ApiKey>(`portico:key:${id}`),
