@@ -5,6 +5,7 @@
 import t from 'tap';
 import http from 'node:http';
 import http2 from 'node:http2';
+import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
 import path from 'node:path';
@@ -12,7 +13,8 @@ import dc from 'node:diagnostics_channel';
 import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { startPortico, tempDir } from '../helpers/portico.ts';
+import { startPortico, spawnPortico, tempDir } from '../helpers/portico.ts';
+import { selfSigned } from '../../src/certs/fallback.ts';
 import { closedPort } from '../helpers/upstream.ts';
 import { admin, accountWithKey } from '../helpers/client.ts';
 import { scrape } from '../helpers/prometheus.ts';
@@ -390,4 +392,48 @@ t.test('the upstream gets the same headers as for an HTTP/1.1 upgrade: forwardin
   t.equal(headers['sec-websocket-protocol'], 'chat', 'the subprotocols offered pass');
   t.equal(headers['sec-websocket-key']?.length, 24, 'a Sec-WebSocket-Key made by Portico');
   ws.stream.close(http2.constants.NGHTTP2_CANCEL);
+});
+
+t.test('an https:// upstream: its certificate is verified (NODE_EXTRA_CA_CERTS), an untrusted one is a 502', async (t) => {
+  const trusted = await selfSigned(['127.0.0.1'], 1);
+  const untrusted = await selfSigned(['127.0.0.1'], 1);
+  const echo = new WebSocketServer({ noServer: true });
+  echo.on('connection', (ws) => ws.on('message', (data) => ws.send(`echo: ${data}`)));
+  const origins = [trusted, untrusted].map(({ key, cert }) => {
+    const server = https.createServer({ key, cert });
+    server.on('upgrade', (req, socket, head) => echo.handleUpgrade(req, socket, head, (ws) => echo.emit('connection', ws, req)));
+    return server;
+  });
+  for (const server of origins) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(async () => {
+    for (const client of echo.clients) client.terminate();
+    for (const server of origins) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+  const caPath = path.join(tempDir('upstream-ca'), 'ca.pem');
+  writeFileSync(caPath, trusted.cert);
+  // a process of its own: Node reads NODE_EXTRA_CA_CERTS once, at start
+  const child = await spawnPortico({ NODE_EXTRA_CA_CERTS: caPath });
+  t.teardown(() => child.kill());
+  const account = await accountWithKey(child.ports.admin, 'business');
+  const [good, bad] = origins.map((server) => `https://127.0.0.1:${(server.address() as net.AddressInfo).port}`);
+  await admin(child.ports.admin, 'POST', '/admin/projects', { accountId: account.accountId, name: 'secure', upstream: good });
+  await admin(child.ports.admin, 'POST', '/admin/projects', { accountId: account.accountId, name: 'untrusted', upstream: bad });
+
+  const open = (name: string) => {
+    const session = http2.connect(`https://127.0.0.1:${child.ports.https}`, { ca: child.ca, servername: `${name}.localhost`, checkServerIdentity: () => undefined });
+    session.on('error', () => undefined);
+    t.teardown(() => session.destroy());
+    return connect(session, '/ws', { ':authority': `${name}.localhost` });
+  };
+  const ws = open('secure');
+  t.equal(await ws.status, 200, 'the WebSocket opens through TLS to the upstream');
+  const seen = frames(ws.stream);
+  ws.stream.write(frame(0x1, Buffer.from('over tls')));
+  await until('the echo', () => seen.some(([op, p]) => op === 0x1 && p.toString() === 'echo: over tls'));
+  t.pass('messages both ways');
+  ws.stream.close(http2.constants.NGHTTP2_CANCEL);
+  t.equal(await open('untrusted').status, 502, 'an upstream certificate no CA vouches for → 502, never a plaintext or unchecked fallback');
 });
