@@ -77,11 +77,15 @@ for (const backend of backends) {
       await stores.domains.update({ ...domain, status: 'verified', hsts: { maxAge: 60 } });
       const types = ['added', 'dns_checked', 'verified', 'certificate_issued'];
       t.same((await stores.domains.events('shop.example.com')).map((e) => e.type), types);
+      const all = [...types, 'dns_checked'];
       t.match(await stores.domains.get('shop.example.com'), { status: 'verified', hsts: { maxAge: 60 }, certificate: { status: 'issued', issuer: 'Test CA' } }, 'an update after a certificate event keeps the certificate');
       t.match((await stores.domains.events('shop.example.com'))[1], { type: 'dns_checked', message: 'No CNAME yet.', details: { found: [] } });
       t.notOk('events' in (await stores.domains.get('shop.example.com'))!, 'the domain object does not carry the timeline');
+      await stores.domains.update({ ...domain, status: 'verified', hsts: { maxAge: 60 }, diagnostics: [{ code: 'cname_mismatch', message: 'found ,"events":[ here' }] }, domainEvent('dns_checked', 'a message with ,"events":[ inside'));
+      t.match(await stores.domains.get('shop.example.com'), { diagnostics: [{ message: 'found ,"events":[ here' }], certificate: { status: 'issued' } }, 'text that looks like the timeline key does not confuse a read');
+      t.equal((await stores.domains.events('shop.example.com')).at(-1)?.message, 'a message with ,"events":[ inside');
       const reopened = await again();
-      t.same((await reopened.domains.events('shop.example.com')).map((e) => e.type), types, 'durable');
+      t.same((await reopened.domains.events('shop.example.com')).map((e) => e.type), all, 'durable');
       t.match(await reopened.domains.get('shop.example.com'), { certificate: { status: 'issued' } });
     });
 
