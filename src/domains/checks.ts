@@ -115,5 +115,6 @@ function describeCheck(current: Domain, result: Verification, reason: CheckReaso
   const who = reason === 'recheck' ? 'Automatic DNS check' : reason === 'verify' ? 'DNS check (Verify)' : 'DNS check (Re-verify)';
   if (result.verified) return `${who}: the records point at the platform.`;
   const what = result.diagnostics.map((d) => d.message).join(' ');
-  return current.status === 'verified' ? `${who} failed: ${what}` : `${who}: not ready yet. ${what}`;
+  if (current.status === 'verified') return `${who} failed: ${what}`;
+  return result.pending ? `${who}: not ready yet. ${what}` : `${who} found a problem: ${what}`;
 }
