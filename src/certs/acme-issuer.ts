@@ -13,6 +13,7 @@ import { X509Certificate } from 'node:crypto';
 import https from 'node:https';
 import tls from 'node:tls';
 import * as acme from 'acme-client';
+import { IssueError, type IssueErrorKind } from './issue-error.ts';
 import { certId, fetchRenewalInfo, renewalInfoUrl, retryAfterSeconds, type RenewalInfo } from './ari.ts';
 
 // the stores this needs are in types.ts: challenges must be visible to every instance the CA may reach
@@ -32,25 +33,7 @@ export interface IssuedCertificate {
   issuer: string;
 }
 
-export type IssueErrorKind = 'dns' | 'caa' | 'challenge' | 'rate_limit' | 'ca';
-
-export class IssueError extends Error {
-  kind: IssueErrorKind;
-  /** from the CA's Retry-After, when it sent one */
-  retryAfterSeconds?: number;
-  /** the ACME problem type, when the CA sent a problem */
-  problemType?: string;
-  /** the CA created an order before it failed (it counts against the account's order limit) */
-  ordered = false;
-
-  constructor(kind: IssueErrorKind, message: string, details: { retryAfterSeconds?: number; problemType?: string; cause?: unknown } = {}) {
-    super(message, { cause: details.cause });
-    this.name = 'IssueError';
-    this.kind = kind;
-    if (details.retryAfterSeconds !== undefined) this.retryAfterSeconds = details.retryAfterSeconds;
-    if (details.problemType !== undefined) this.problemType = details.problemType;
-  }
-}
+export { IssueError, type IssueErrorKind } from './issue-error.ts';
 
 export interface AcmeIssuerOptions {
   directoryUrl: string;

@@ -7,7 +7,8 @@
 // Every order placed and every failure is told to `record` as it happens, for the domain's timeline.
 import type { DomainEvent } from '../domains/events.ts';
 import { domainEvent } from '../domains/events.ts';
-import { IssueError, type AcmeIssuer, type IssuedCertificate } from './acme-issuer.ts';
+import type { AcmeIssuer, IssuedCertificate } from './acme-issuer.ts';
+import { IssueError } from './issue-error.ts';
 import { orderRequests, settleRequests, type CaLimitStore, type LimitName } from './ca-limits.ts';
 import type { IssuerSettings } from './issuers.ts';
 
