@@ -26,6 +26,18 @@ export function upstreamUnreachablePage(hostname: string): string {
 <p>If this is your site, check that your application is running and accepting connections at the upstream address configured for the project.</p>`);
 }
 
+/** 502: the upstream answered, but not with HTTP/1.1 Portico can pass on safely (kind 'invalid_response'). */
+export function upstreamInvalidPage(hostname: string): string {
+  return page('502 — the site sent an answer that could not be passed on', `<p>The application behind <code>${escapeHtml(hostname)}</code> answered, but its answer was not valid HTTP/1.1, so Portico did not forward it.</p>
+<p>If this is your site, check the status line and headers your application sends: for example both <code>Content-Length</code> and <code>Transfer-Encoding</code>, two <code>Content-Length</code> fields, a malformed chunk, or control characters in a header. Such answers could be read in two ways by the clients behind Portico, so they are refused.</p>`);
+}
+
+/** The page for an upstream failure before the visitor got a byte: 504 for a timeout, else 502. */
+export function upstreamFailurePage(kind: string | undefined, hostname: string): { status: number; html: string } {
+  if (kind === 'timeout') return { status: 504, html: upstreamTimeoutPage(hostname) };
+  return { status: 502, html: kind === 'invalid_response' ? upstreamInvalidPage(hostname) : upstreamUnreachablePage(hostname) };
+}
+
 /** 504: the upstream accepted the request but did not answer within the proxy timeout. */
 export function upstreamTimeoutPage(hostname: string): string {
   return page('504 — the site took too long to answer', `<p>The application behind <code>${escapeHtml(hostname)}</code> did not answer in time.</p>

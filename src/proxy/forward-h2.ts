@@ -22,7 +22,7 @@ import type { Readable } from 'node:stream';
 import { connectionTokens, isHopByHop } from './forward.ts';
 import { UpstreamError, type Http1Client, type Sink, type UpstreamErrorKind } from './http1-client.ts';
 import { targetOf } from './project-proxy.ts';
-import { upstreamTimeoutPage, upstreamUnreachablePage } from '../edge/pages.ts';
+import { upstreamFailurePage, upstreamUnreachablePage } from '../edge/pages.ts';
 import { errorBody } from '../errors.ts';
 
 export interface StreamContext {
@@ -83,8 +83,10 @@ export async function proxyStream(client: Http1Client, stream: ServerHttp2Stream
   } catch (err) {
     const kind = err instanceof UpstreamError ? err.kind : 'other';
     onError(kind);
-    if (!call.answered) respond(stream, kind === 'timeout' ? 504 : 502, kind === 'timeout' ? upstreamTimeoutPage(ctx.hostname) : upstreamUnreachablePage(ctx.hostname), HTML, ctx);
-    else if (!stream.destroyed && !stream.writableFinished) {
+    if (!call.answered) {
+      const { status, html } = upstreamFailurePage(kind, ctx.hostname);
+      respond(stream, status, html, HTML, ctx);
+    } else if (!stream.destroyed && !stream.writableFinished) {
       // the answer had started: reset the stream at once (close() would first end it cleanly, and the
       // visitor would take a cut body for a whole one); the access line says 502/504, not the upstream's status
       ctx.status = kind === 'timeout' ? 504 : 502;

@@ -95,7 +95,10 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
         // before the visitor got a byte: a 502/504 page instead of what onHead had set
         if (!res.headersSent) {
           for (let i = 0; i < upstreamFields.length; i += 2) res.removeHeader(upstreamFields[i]);
-          throw new HttpError(status === 504 ? 'gateway_timeout' : 'bad_gateway');
+          const failure = new HttpError(status === 504 ? 'gateway_timeout' : 'bad_gateway');
+          // the upstream's failure, for a caller that words its page by kind (project-proxy.ts)
+          failure.cause = err;
+          throw failure;
         }
         // after: cutting the answer (HTTP/1.1: close; HTTP/2: RST_STREAM) is the only honest signal,
         // and the access log records the failure, not the status the upstream had started with

@@ -17,7 +17,8 @@ import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 import type { ProxyServer } from 'http-proxy-3';
 import { HttpError } from '../errors.ts';
-import { sendPage, upstreamTimeoutPage, upstreamUnreachablePage } from '../edge/pages.ts';
+import { sendPage, upstreamFailurePage, upstreamUnreachablePage } from '../edge/pages.ts';
+import { UpstreamError } from './upstream-error.ts';
 import { connectionTokens, isHopByHop, type Forwarder, type Target, type UpstreamErrorKind } from './forward.ts';
 import { proxyStream, type StreamContext } from './forward-h2.ts';
 import { bridgeWebSocket } from './websocket-h2.ts';
@@ -110,8 +111,8 @@ export function createProjectProxy(forwarder: Forwarder, options: ProjectProxyOp
         await forwarder.forward(req, res, target, forwardedHeaders(ctx), dropped(req.headers), options.onError);
       } catch (err) {
         if (!(err instanceof HttpError)) throw err;
-        const timeout = err.code === 'gateway_timeout';
-        sendPage(res, err.status, timeout ? upstreamTimeoutPage(ctx.hostname) : upstreamUnreachablePage(ctx.hostname));
+        const { status, html } = upstreamFailurePage(err.cause instanceof UpstreamError ? err.cause.kind : undefined, ctx.hostname);
+        sendPage(res, status, html);
       }
     },
 

@@ -105,6 +105,7 @@ for (const path of Object.keys(HOSTILE)) {
     t.notOk(rest, 'no byte outside an answer');
     t.equal(messages[0]?.status, 502);
     t.match(messages[0]?.headers['content-type'], /text\/html/);
+    t.match(messages[0]?.body, /not valid HTTP\/1\.1/, 'the page says what was wrong, for the site\'s owner');
     t.equal(messages[1]?.status, 200);
     t.equal(messages[1]?.body, 'fine!');
     t.notMatch(bytes.toString('latin1'), /Smuggled|SMUGGLED/i, 'nothing injected reaches the visitor');
@@ -114,6 +115,7 @@ for (const path of Object.keys(HOSTILE)) {
     t.teardown(() => session.close());
     const [bad, good] = await Promise.all([h2get(session, path), h2get(session, '/honest')]);
     t.equal(bad.status, 502, 'HTTP/2: 502');
+    t.match(bad.body, /not valid HTTP\/1\.1/);
     t.equal(good.status, 200, 'HTTP/2: the other stream intact');
     t.equal(good.body, 'fine!');
     t.notOk(bad.headers['x-smuggled'] ?? good.headers['x-smuggled']);
