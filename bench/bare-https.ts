@@ -2,6 +2,9 @@
 // fixed JSON body (BODY_FILE, else `[]`), keep-alive, with the certificate Portico serves
 // (CERT_FILE / KEY_FILE). SERVER=h2 uses http2.createSecureServer({allowHTTP1}) like Portico's
 // listener; the default is https.createServer. Prints `{"port":N}` once listening.
+// REDIS_URL set: before answering, the one rate-limit call /v1 makes per request (Portico's
+// RedisLimiter: the same Lua script, the same pipelined connection) and its X-RateLimit-* headers,
+// and nothing else of Portico's: the floor of a /v1 request on Redis.
 import https from 'node:https';
 import http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
@@ -9,6 +12,8 @@ import type { AddressInfo } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 // Portico's suite order: AES-128-GCM first in TLS 1.3, where the clients here list AES-256 first
 import { CIPHERS } from '../src/edge/listeners.ts';
+import { Redis } from 'ioredis';
+import { RedisLimiter } from '../src/ratelimit/redis-limiter.ts';
 
 const body = process.env.BODY_FILE ? readFileSync(process.env.BODY_FILE) : Buffer.from('[]');
 const tls = { key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!), ciphers: CIPHERS, honorCipherOrder: true };
@@ -20,9 +25,26 @@ const answer = (req: IncomingMessage | http2.Http2ServerRequest, res: ServerResp
   res.end(body);
 };
 
+const limited = (() => {
+  if (!process.env.REDIS_URL) return undefined;
+  const limiter = new RedisLimiter(new Redis(process.env.REDIS_URL, { commandTimeout: 2000, lazyConnect: false }));
+  const limit = { perMinute: 100_000_000, perDay: 1_000_000_000 };
+  const ban = { refusals: 1000, windowSeconds: 60, banSeconds: 60 };
+  return (req: IncomingMessage | http2.Http2ServerRequest, res: ServerResponse | http2.Http2ServerResponse) => {
+    req.resume();
+    limiter.consume('bare:production', limit, ban).then((decision) => {
+      (res as ServerResponse).writeHead(200, ['content-type', headers['content-type'], 'content-length', String(body.length), 'x-ratelimit-limit', String(decision.limit), 'x-ratelimit-remaining', String(decision.remaining), 'x-ratelimit-reset', String(decision.reset)]);
+      res.end(body);
+    }, () => {
+      (res as ServerResponse).writeHead(503);
+      res.end();
+    });
+  };
+})();
+
 const server = process.env.SERVER === 'h2'
-  ? http2.createSecureServer({ ...tls, allowHTTP1: true }, answer)
-  : https.createServer({ ...tls, keepAliveTimeout: 60_000 }, answer);
+  ? http2.createSecureServer({ ...tls, allowHTTP1: true }, limited ?? answer)
+  : https.createServer({ ...tls, keepAliveTimeout: 60_000 }, limited ?? answer);
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
 });

@@ -14,12 +14,15 @@ export interface Bare {
   port: number;
 }
 
-/** `kind` h2: http2.createSecureServer({allowHTTP1}), else https.createServer; answers `body` to every request */
-export async function startBareServer(name: string, dir: string, cpus: string | null, portico: Portico, body: Buffer, kind: 'h2' | 'https'): Promise<Bare> {
+/**
+ * `kind` h2: http2.createSecureServer({allowHTTP1}), else https.createServer; answers `body` to every
+ * request, after the /v1 rate-limit call on `redisUrl` when given (the floor of a /v1 request on Redis)
+ */
+export async function startBareServer(name: string, dir: string, cpus: string | null, portico: Portico, body: Buffer, kind: 'h2' | 'https', redisUrl?: string): Promise<Bare> {
   const bodyFile = path.join(dir, `${name}.body`);
   writeFileSync(bodyFile, body);
   const p = spawnPinned(name, cpus, process.execPath, [path.join(BENCH, 'bare-https.ts')], {
-    env: { ...process.env, CERT_FILE: portico.certFile, KEY_FILE: portico.keyFile, BODY_FILE: bodyFile, SERVER: kind === 'h2' ? 'h2' : '' },
+    env: { ...process.env, CERT_FILE: portico.certFile, KEY_FILE: portico.keyFile, BODY_FILE: bodyFile, SERVER: kind === 'h2' ? 'h2' : '', REDIS_URL: redisUrl ?? '' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const port = await portFromStdout(p);

@@ -42,6 +42,8 @@ export interface BenchContext {
   nginx: Nginx | undefined;
   /** bench/bare-https.ts answering the /v1 body itself */
   bare: { process: Spawned; port: number };
+  /** bench/bare-https.ts making /v1's one rate-limit call on `redisUrl` before it answers (undefined without Redis) */
+  bareLimited: { process: Spawned; port: number } | undefined;
   /** bench/bare-proxy.ts: Portico's listener kind and an undici pool, nothing else */
   bareProxy: { process: Spawned; port: number };
   /** why (part of) a scenario did not run, for the summary */

@@ -88,6 +88,8 @@ export function topologiesScenario(ctx: {
   connections: number;
   oneRedis: Target;
   bare: Target;
+  /** the bare server making the limiter call on one Redis (informational) */
+  floor?: Target;
   v1: (port: number, headers: Record<string, string>) => (seconds: number) => Promise<LoadResult>;
 }) {
   let topologies: Topologies | undefined;
@@ -101,6 +103,7 @@ export function topologiesScenario(ctx: {
       load: (seconds: number) => ctx.v1(on(i).portico.https, on(i).auth)(seconds),
     })),
     ctx.bare,
+    ...(ctx.floor ? [ctx.floor] : []),
   ];
   return {
     id: 'topologies' as const,
@@ -109,6 +112,7 @@ export function topologiesScenario(ctx: {
     targets,
     ratios: [
       ...['one Redis', ...NAMES].map((name) => ({ label: `Portico ${name} ÷ bare req/s`, num: `Portico /v1, ${name}`, den: ctx.bare.name, metric: 'rps' as const, target: { op: '>=' as const, value: 0.75 } })),
+      ...(ctx.floor ? ['one Redis', ...NAMES].map((name) => ({ label: `Portico ${name} ÷ floor req per CPU-second`, num: `Portico /v1, ${name}`, den: ctx.floor!.name, metric: 'perCpuSecond' as const })) : []),
       ...NAMES.map((name) => ({ label: `Portico ${name} ÷ Portico one Redis req per CPU-second`, num: `Portico /v1, ${name}`, den: 'Portico /v1, one Redis', metric: 'perCpuSecond' as const })),
     ],
     setup: async () => {
