@@ -48,6 +48,27 @@ t.test('a partial write is finished; multi-byte characters are counted in bytes'
   t.equal(file.calls(), 3);
 });
 
+t.test('a line that does not fit what is left goes after the pending ones; a huge line is written whole', async (t) => {
+  const file = recorder();
+  // minChars 10,000: a 64 KiB buffer
+  const buffer = new LogBuffer(99, { minChars: 10_000, maxDelayMs: 0, writeSync: file.writeSync });
+  const small = (i: number) => `{"n":${i}}\n`;
+  const big = `{"big":"${'é'.repeat(15_000)}"}\n`;
+  const huge = `{"huge":"${'x'.repeat(300_000)}"}\n`;
+  buffer.write(small(1));
+  buffer.write(small(2));
+  t.equal(file.calls(), 0, 'two short lines wait');
+  buffer.write(big);
+  t.equal(file.calls(), 1, '15,000 × é (30,000 bytes) fits the buffer and crosses 10,000 bytes: one write');
+  t.equal(file.text(), small(1) + small(2) + big);
+  buffer.write(small(2));
+  buffer.write(huge);
+  buffer.write(small(3));
+  buffer.flushSync();
+  t.equal(file.calls(), 4, 'the line pending before the huge one, the huge one alone (300,000 × 3 bytes exceed the buffer), the last');
+  t.equal(file.text(), small(1) + small(2) + big + small(2) + huge + small(3), 'every line whole, in order');
+});
+
 t.test('EAGAIN (a slow reader) is waited for; EPIPE costs that chunk only', async (t) => {
   const file = recorder(['EAGAIN', 'EAGAIN', 1000, 'EPIPE', 1000]);
   const buffer = new LogBuffer(99, { minChars: 1, maxDelayMs: 0, writeSync: file.writeSync });
