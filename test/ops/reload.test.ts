@@ -82,9 +82,14 @@ t.test('SIGHUP puts a changed setting in force (api.maxCategories 10000 → 1)',
 t.test('POST /admin/reload does the same and answers 200 {"status":"reloaded"}', async (t) => {
   t.equal((await viaApi2()).status, 404, 'api2.localhost is no API host yet');
   writeConfig([[['api', 'maxCategories'], 1], [['api', 'hosts'], ['api.localhost', 'localhost', '127.0.0.1', 'api2.localhost']]]);
+  const logged = count('configuration reloaded');
   const reloaded = await admin(ports.admin, 'POST', '/admin/reload');
   t.equal(reloaded.status, 200);
   t.same(reloaded.json, { status: 'reloaded' });
+  // logged too; lines reach stdout within 250 ms, so wait for this one before the next SIGHUP counts lines
+  const deadline = Date.now() + 5_000;
+  while (count('configuration reloaded') === logged && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.equal(count('configuration reloaded'), logged + 1, 'the reload is logged as a SIGHUP one is');
   const answer = await viaApi2();
   t.equal(answer.status, 200, 'api2.localhost serves /v1 at once');
   t.equal(answer.json.length, 2);
