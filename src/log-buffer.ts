@@ -16,7 +16,7 @@ import { writeSync as fsWriteSync } from 'node:fs';
 
 export interface LogBufferOptions {
   /** bytes gathered before a write */
-  minChars?: number;
+  minBytes?: number;
   /** the longest a line waits, in ms (0: no timer) */
   maxDelayMs?: number;
   /** fs.writeSync, or a stand-in in unit tests */
@@ -27,7 +27,7 @@ const sleepCell = new Int32Array(new SharedArrayBuffer(4));
 
 export class LogBuffer {
   readonly #fd: number;
-  readonly #minChars: number;
+  readonly #minBytes: number;
   readonly #writeSync: NonNullable<LogBufferOptions['writeSync']>;
   /** [0, #used): the encoded lines not written yet */
   readonly #buffer: Buffer;
@@ -35,9 +35,9 @@ export class LogBuffer {
 
   constructor(fd: number, options: LogBufferOptions = {}) {
     this.#fd = fd;
-    this.#minChars = options.minChars ?? 16_000;
+    this.#minBytes = options.minBytes ?? 16_000;
     // room for a full batch and the longest line that crosses it, at 3 bytes per UTF-16 unit
-    this.#buffer = Buffer.allocUnsafe(Math.max(64 * 1024, this.#minChars * 4));
+    this.#buffer = Buffer.allocUnsafe(Math.max(64 * 1024, this.#minBytes * 4));
     this.#writeSync = options.writeSync ?? fsWriteSync;
     const delay = options.maxDelayMs ?? 250;
     // it lives as long as the process: the timer never stops, and never keeps the process alive
@@ -55,7 +55,7 @@ export class LogBuffer {
       }
     }
     this.#used += this.#buffer.write(lines, this.#used, 'utf8');
-    if (this.#used >= this.#minChars) this.flushSync();
+    if (this.#used >= this.#minBytes) this.flushSync();
     return true;
   }
 

@@ -26,7 +26,7 @@ function recorder(script: Array<number | string> = []) {
 
 t.test('lines wait until enough has gathered, then go out in one write, in order', async (t) => {
   const file = recorder();
-  const buffer = new LogBuffer(99, { minChars: 140, maxDelayMs: 0, writeSync: file.writeSync });
+  const buffer = new LogBuffer(99, { minBytes: 140, maxDelayMs: 0, writeSync: file.writeSync });
   const line = (i: number) => `{"n":${i},"pad":"${'x'.repeat(20)}"}\n`;
   for (let i = 0; i < 3; i++) buffer.write(line(i));
   t.equal(file.calls(), 0, '3 lines of 37 characters, under 140: nothing written yet');
@@ -42,7 +42,7 @@ t.test('lines wait until enough has gathered, then go out in one write, in order
 
 t.test('a partial write is finished; multi-byte characters are counted in bytes', async (t) => {
   const file = recorder([5, 3, 1000]);
-  const buffer = new LogBuffer(99, { minChars: 1, maxDelayMs: 0, writeSync: file.writeSync });
+  const buffer = new LogBuffer(99, { minBytes: 1, maxDelayMs: 0, writeSync: file.writeSync });
   buffer.write('{"hostname":"bücher.example","msg":"ü"}\n');
   t.equal(file.text(), '{"hostname":"bücher.example","msg":"ü"}\n');
   t.equal(file.calls(), 3);
@@ -50,8 +50,8 @@ t.test('a partial write is finished; multi-byte characters are counted in bytes'
 
 t.test('a line that does not fit what is left goes after the pending ones; a huge line is written whole', async (t) => {
   const file = recorder();
-  // minChars 10,000: a 64 KiB buffer
-  const buffer = new LogBuffer(99, { minChars: 10_000, maxDelayMs: 0, writeSync: file.writeSync });
+  // minBytes 10,000: a 64 KiB buffer
+  const buffer = new LogBuffer(99, { minBytes: 10_000, maxDelayMs: 0, writeSync: file.writeSync });
   const small = (i: number) => `{"n":${i}}\n`;
   const big = `{"big":"${'é'.repeat(15_000)}"}\n`;
   const huge = `{"huge":"${'x'.repeat(300_000)}"}\n`;
@@ -71,7 +71,7 @@ t.test('a line that does not fit what is left goes after the pending ones; a hug
 
 t.test('EAGAIN (a slow reader) is waited for; EPIPE costs that chunk only', async (t) => {
   const file = recorder(['EAGAIN', 'EAGAIN', 1000, 'EPIPE', 1000]);
-  const buffer = new LogBuffer(99, { minChars: 1, maxDelayMs: 0, writeSync: file.writeSync });
+  const buffer = new LogBuffer(99, { minBytes: 1, maxDelayMs: 0, writeSync: file.writeSync });
   buffer.write('one\n');
   t.equal(file.text(), 'one\n', 'written after two EAGAIN answers');
   t.doesNotThrow(() => buffer.write('two\n'), 'EPIPE does not reach the caller');
