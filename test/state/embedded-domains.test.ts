@@ -59,7 +59,8 @@ t.test('changes fold into domains.index past the bound; a restart sees the same 
   await stores.close();
   t.ok(existsSync(path.join(dir, 'domains.index')), 'the index was written');
   const logLines = readFileSync(path.join(dir, 'domains.log'), 'utf8').split('\n').filter(Boolean).length;
-  t.ok(logLines < 8, `the log holds only what came after (${logLines} records)`);
+  // a fold is requested by the append that finds the log at its bound, so up to 8 records can follow the last one
+  t.ok(logLines <= 8, `the log holds only what came after the last fold (${logLines} of 55 records)`);
 
   const again = await openEmbeddedStores(dir);
   t.teardown(() => again.close());
