@@ -2,6 +2,7 @@
 // standard names. Labels come from small fixed sets — never a hostname, path or key.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { REDIS_ERROR_KINDS } from './state/redis-errors.ts';
+import { CounterTallies, TalliedHistogram } from './metrics-tally.ts';
 
 export type RouteLabel = 'api' | 'project' | 'redirect' | 'acme' | 'unknown' | 'admin';
 
@@ -12,6 +13,15 @@ export function createMetrics() {
   for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name);
   let countDomains: (() => Promise<Record<string, number>>) | null = null;
   let collect: (() => Promise<string | null>) | null = null;
+  // counted on the request path through cells (metrics-tally.ts), collected when read
+  const answers = new CounterTallies<'route' | 'method' | 'status'>();
+  const decisions = new CounterTallies<'plan' | 'decision'>();
+  const httpDuration = new TalliedHistogram(
+    'portico_http_request_duration_seconds',
+    'Time from request to the end of the answer, by route.',
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  );
+  registry.registerMetric(httpDuration.asMetric());
   return {
     registry,
     /** the exposition text: summed over every worker when running as one (see cli/serve.ts) */
@@ -38,16 +48,30 @@ export function createMetrics() {
         if (counts) for (const [status, n] of Object.entries(counts)) this.set({ status }, n);
       },
     }),
-    httpRequests: new Counter({ name: 'portico_http_requests_total', help: 'Requests answered, by route, method and status.', labelNames: ['route', 'method', 'status'] as const, registers: [registry] }),
-    httpDuration: new Histogram({
-      name: 'portico_http_request_duration_seconds',
-      help: 'Time from request to the end of the answer, by route.',
-      labelNames: ['route'] as const,
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    httpRequests: new Counter({
+      name: 'portico_http_requests_total',
+      help: 'Requests answered, by route, method and status.',
+      labelNames: ['route', 'method', 'status'] as const,
       registers: [registry],
+      collect() {
+        answers.collect(this);
+      },
     }),
+    /** cells of portico_http_requests_total for the request path */
+    answers,
+    httpDuration,
     upstreamErrors: new Counter({ name: 'portico_upstream_errors_total', help: 'Upstream failures, by kind.', labelNames: ['kind'] as const, registers: [registry] }),
-    ratelimitDecisions: new Counter({ name: 'portico_ratelimit_decisions_total', help: 'Rate limiter decisions, by plan and decision.', labelNames: ['plan', 'decision'] as const, registers: [registry] }),
+    ratelimitDecisions: new Counter({
+      name: 'portico_ratelimit_decisions_total',
+      help: 'Rate limiter decisions, by plan and decision.',
+      labelNames: ['plan', 'decision'] as const,
+      registers: [registry],
+      collect() {
+        decisions.collect(this);
+      },
+    }),
+    /** cells of portico_ratelimit_decisions_total for the request path */
+    decisions,
     authFailures: new Counter({ name: 'portico_auth_failures_total', help: '/v1 calls without an active key.', registers: [registry] }),
     redisUp: new Gauge({ name: 'portico_redis_up', help: '1 when Redis answers; 0 when it does not, or in embedded mode.', registers: [registry], aggregator: 'min' }),
     // every kind prints 0 from the start, as an unlabelled counter would
