@@ -124,6 +124,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
   );
   https.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
     if (req.httpVersionMajor === 1) {
+      tracked.request(req, res);
       if (tracked.draining) res.setHeader('connection', 'close');
       const problem = checkTarget(req as unknown as http.IncomingMessage);
       if (problem !== null) {
@@ -245,9 +246,17 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
   const sessions = new Set<http2.ServerHttp2Session>();
   // per HTTP/1.1 connection: requests in flight, and one timer re-armed with refresh() (cheaper
   // than a new timer per request); it fires harmlessly while a request is in flight
-  const connections = new WeakMap<TLSSocket, { busy: number; deadline: NodeJS.Timeout }>();
+  const connections = new WeakMap<TLSSocket, { busy: number; deadline: NodeJS.Timeout; done: () => void }>();
   const state = {
     draining: false,
+    /** An HTTP/1.1 request on the listener: in flight until its answer closes. */
+    request(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) {
+      const connection = connections.get(req.socket as TLSSocket);
+      if (!connection) return;
+      connection.busy++;
+      // the connection's one listener function: no closure and no once() wrapper per request
+      res.on('close', connection.done);
+    },
     drain() {
       state.draining = true;
       for (const session of sessions) session.close();
@@ -260,7 +269,17 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
   };
   server.on('secureConnection', (socket: TLSSocket) => {
     sockets.add(socket);
-    const connection = socket.alpnProtocol === 'h2' ? null : { busy: 0, deadline: setTimeout(() => connection!.busy === 0 && socket.destroy(), headersMs()).unref() };
+    const connection = socket.alpnProtocol === 'h2'
+      ? null
+      : {
+          busy: 0,
+          deadline: setTimeout(() => connection!.busy === 0 && socket.destroy(), headersMs()).unref(),
+          done: () => {
+            if (--connection!.busy > 0) return;
+            if (state.draining) socket.end();
+            else connection!.deadline.refresh();
+          },
+        };
     if (connection) connections.set(socket, connection);
     socket.once('close', () => {
       sockets.delete(socket);
@@ -270,18 +289,6 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
   server.on('session', (session: http2.ServerHttp2Session) => {
     sessions.add(session);
     session.once('close', () => sessions.delete(session));
-  });
-  server.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
-    if (req.httpVersionMajor !== 1) return;
-    const socket = req.socket as TLSSocket;
-    const connection = connections.get(socket);
-    if (!connection) return;
-    connection.busy++;
-    res.once('close', () => {
-      if (--connection.busy > 0) return;
-      if (state.draining) socket.end();
-      else connection.deadline.refresh();
-    });
   });
   return state;
 }

@@ -110,7 +110,7 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
         aborted,
       });
     };
-    res.on('finish', record);
+    // 'close' follows every answer, finished (a tick after 'finish') or cut short: one listener is enough
     res.on('close', record);
 
     if (misdirected(socket, hostname)) {
