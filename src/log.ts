@@ -47,6 +47,20 @@ export function accessLogger(log: Logger): ((entry: AccessEntry) => void) | null
   const prefix = `{"level":30,"time":`;
   const pid = `,"pid":${process.pid}`;
   return (e) => {
-    stream.write(`${prefix}${Date.now()}${pid}${e.method === undefined ? '' : `,"method":${JSON.stringify(e.method)}`},"hostname":${JSON.stringify(e.hostname)},"path":${JSON.stringify(e.path)},"route":"${e.route}","status":${e.status},"durationMs":${e.durationMs},"clientIp":${JSON.stringify(e.clientIp)},"protocol":${JSON.stringify(e.protocol)}${e.accountId === undefined ? '' : `,"accountId":${JSON.stringify(e.accountId)}`}${e.aborted ? ',"aborted":true' : ''},"msg":"request"}\n`);
+    stream.write(`${prefix}${Date.now()}${pid}${e.method === undefined ? '' : `,"method":${jsonString(e.method)}`},"hostname":${jsonString(e.hostname)},"path":${jsonString(e.path)},"route":"${e.route}","status":${e.status},"durationMs":${e.durationMs},"clientIp":${jsonString(e.clientIp)},"protocol":${jsonString(e.protocol)}${e.accountId === undefined ? '' : `,"accountId":${jsonString(e.accountId)}`}${e.aborted ? ',"aborted":true' : ''},"msg":"request"}\n`);
   };
+}
+
+/**
+ * JSON.stringify(value) for a string, the same text: the fields of an access line (methods, hostnames,
+ * paths, addresses, ids) are printable ASCII with no quote or backslash nearly always, and scanning
+ * for that is cheaper than the builtin (~800 instructions a call, six calls a line). Anything else
+ * goes to JSON.stringify, which escapes it.
+ */
+export function jsonString(value: string): string {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c || c > 0x7e) return JSON.stringify(value);
+  }
+  return `"${value}"`;
 }
