@@ -21,8 +21,11 @@ t.test('over the limit: queued in verification order, ordered one by one as the 
 
   t.equal(await manager.secureContext('d5.example.org'), null, 'a handshake for a queued name gets the fallback');
   t.equal(pebble.orders(), 3, 'and does not jump the queue');
-  // joining behind the others woke the queue's own timer (a real one): let that look end before the clock moves
+  // joining behind the others woke the queue's own timer (a real one): let that look end, and stop the
+  // timers before the clock moves, so no look reads the clock before a jump and holds the queue's lock
+  // through a sweep (the sweeps below are the looks)
   await new Promise((r) => setTimeout(r, 100));
+  manager.stop();
   await manager.idle();
 
   clock.ms += 30 * 60_000;
@@ -67,6 +70,9 @@ t.test('failed validations per hostname: after the limit, that hostname waits; o
   t.equal((await stores.domains.get('fine.example.org'))!.certificate.status, 'issued', 'another hostname is not held back');
   t.equal(pebble.orders(), 2);
   t.equal((await stores.domains.get('broken.example.org'))!.certificate.queuePosition, 1);
+  // from here the sweep is the look: no timer's look may hold the queue's lock across the clock's jump
+  manager.stop();
+  await manager.idle();
   clock.ms += 61 * 60_000;
   await dns.clearA('broken.example.org');
   await dns.addA('broken.example.org', ['127.0.0.1']);
@@ -90,8 +96,10 @@ t.test('a renewal over the limit waits in line while the current certificate kee
   t.equal(pebble.orders(), 2, 'the renewal was not sent to the CA');
   t.match((await stores.domains.get('old.example.org'))!.certificate, { status: 'issued', queuePosition: 1, notAfter: first.notAfter }, 'issued, and waiting in line for its renewal');
   t.ok(await manager.secureContext('old.example.org'), 'the current certificate is still served');
-  // a look at the queue already running on its own timer may have read the clock before it moved and
-  // hold the queue's lock, so the sweep's drain would skip: let it end first
+  // the queue's own look runs on a real-time timer: one that fires around the clock's jump reads the
+  // clock before it moved and holds the queue's lock, so the sweep's drain skips. Stop the timers (the
+  // sweep below is the look) and let a look already running end.
+  manager.stop();
   await manager.idle();
   clock.ms += 3 * 3_600_000;
   await manager.sweep();
