@@ -4,9 +4,7 @@
 import { mkdirSync, readFileSync, existsSync } from 'node:fs';
 import { loadConfig, type Config } from './config.ts';
 import { createLogger, type Logger } from './log.ts';
-import { createMetrics, type Metrics } from './metrics.ts';
-import type { Tally } from './metrics-tally.ts';
-import type { Decision } from './ratelimit/limiter.ts';
+import { createMetrics, decisionCounter, type Metrics } from './metrics.ts';
 import { openEmbeddedStores } from './state/embedded.ts';
 import type { Stores } from './state/types.ts';
 import type { RateLimiter } from './ratelimit/limiter.ts';
@@ -303,16 +301,4 @@ function restartOnly(a: Config, b: Config): string[] {
 function readPlatformCertificate(config: Config): { cert: string; key: string } | null {
   if (!config.platform.certFile || !config.platform.keyFile) return null;
   return { cert: readFileSync(config.platform.certFile, 'utf8'), key: readFileSync(config.platform.keyFile, 'utf8') };
-}
-
-/** Counts limiter decisions by plan through cells found by plan, then decision (metrics-tally.ts). */
-function decisionCounter(metrics: Metrics): (plan: string, decision: Decision['reason']) => void {
-  const byPlan = new Map<string, Map<Decision['reason'], Tally>>();
-  return (plan, decision) => {
-    let cells = byPlan.get(plan);
-    if (cells === undefined) byPlan.set(plan, (cells = new Map()));
-    let cell = cells.get(decision);
-    if (cell === undefined) cells.set(decision, (cell = metrics.decisions.cell({ plan, decision: decision === 'ok' ? 'allowed' : decision })));
-    cell.n++;
-  };
 }

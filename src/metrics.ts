@@ -2,7 +2,8 @@
 // standard names. Labels come from small fixed sets — never a hostname, path or key.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { REDIS_ERROR_KINDS } from './state/redis-errors.ts';
-import { CounterTallies, TalliedHistogram } from './metrics-tally.ts';
+import { CounterTallies, TalliedHistogram, type Tally } from './metrics-tally.ts';
+import type { Decision } from './ratelimit/limiter.ts';
 
 export type RouteLabel = 'api' | 'project' | 'redirect' | 'acme' | 'unknown' | 'admin';
 
@@ -105,4 +106,16 @@ export type Metrics = ReturnType<typeof createMetrics>;
 function zeroed(counter: Counter<'kind'>, kinds: readonly string[]): Counter<'kind'> {
   for (const kind of kinds) counter.inc({ kind }, 0);
   return counter;
+}
+
+/** Counts limiter decisions by plan through cells found by plan, then decision (metrics-tally.ts). */
+export function decisionCounter(metrics: Metrics): (plan: string, decision: Decision['reason']) => void {
+  const byPlan = new Map<string, Map<Decision['reason'], Tally>>();
+  return (plan, decision) => {
+    let cells = byPlan.get(plan);
+    if (cells === undefined) byPlan.set(plan, (cells = new Map()));
+    let cell = cells.get(decision);
+    if (cell === undefined) cells.set(decision, (cell = metrics.decisions.cell({ plan, decision: decision === 'ok' ? 'allowed' : decision })));
+    cell.n++;
+  };
 }

@@ -30,8 +30,13 @@ export interface SentinelTopology {
   name: string;
   nodes: RedisNode[];
   sentinels: RedisNode[];
-  /** the node the sentinels name as primary now */
+  /** the node the sentinels name as primary now (the newest view: the one with the highest epoch) */
   primary(): Promise<RedisNode>;
+  /**
+   * Resolves once every sentinel names the same primary: a failover is over for clients only then, since
+   * each sentinel announces +switch-master when it learns of it, and ioredis reconnects at each announcement.
+   */
+  settled(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -198,8 +203,23 @@ export async function startSentinel({ name = 'portico', ...options }: { name?: s
     nodes,
     sentinels,
     async primary() {
-      const [, port] = (await cli(sentinels[0].port, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)).split('\n');
-      return byPort(Number(port));
+      // the newest view: the sentinel that led a failover knows it before the others hear of it (their
+      // hello messages come every 2 s), so take the address of the highest configuration epoch
+      let newest = { epoch: -1, port: 0 };
+      for (const sentinel of sentinels) {
+        const lines = (await cli(sentinel.port, 'SENTINEL', 'MASTER', name).catch(() => '')).split('\n');
+        const field = (name: string) => lines[lines.indexOf(name) + 1];
+        const epoch = Number(field('config-epoch'));
+        if (lines.includes('config-epoch') && epoch > newest.epoch) newest = { epoch, port: Number(field('port')) };
+      }
+      if (newest.epoch < 0) throw new Error('no sentinel answered SENTINEL MASTER');
+      return byPort(newest.port);
+    },
+    async settled() {
+      await until('every sentinel naming one primary', async () => {
+        const named = await Promise.all(sentinels.map((s) => cli(s.port, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)));
+        return named.every((n) => n === named[0]);
+      });
     },
     async stop() {
       await Promise.all([...sentinels, ...nodes].map((n) => n.kill()));
