@@ -3,16 +3,7 @@
 // visitor can put in a path or an X-Forwarded-For.
 import t from 'tap';
 import { jsonString } from '../../src/log.ts';
-
-/** A deterministic generator (mulberry32), so a failure can be replayed */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { random } from '../helpers/upstream-answers.ts';
 
 const POOLS = [
   'abcdefghijklmnopqrstuvwxyz0123456789.-/_~%?=&',

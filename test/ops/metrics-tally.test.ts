@@ -4,19 +4,10 @@
 import t from 'tap';
 import { AggregatorRegistry, Counter, Histogram, Registry } from 'prom-client';
 import { CounterTallies, TalliedHistogram } from '../../src/metrics-tally.ts';
+import { random } from '../helpers/upstream-answers.ts';
 
 const BOUNDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const ROUTES = ['api', 'project', 'redirect'];
-
-/** A deterministic generator (mulberry32), so a failure can be replayed */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Values on the bounds, between them, past the last, zero and tiny ones */
 function durations(seed: number, n: number): number[] {
