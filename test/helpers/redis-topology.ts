@@ -204,13 +204,16 @@ export async function startSentinel({ name = 'portico', ...options }: { name?: s
     sentinels,
     async primary() {
       // the newest view: the sentinel that led a failover knows it before the others hear of it (their
-      // hello messages come every 2 s), so take the address of the highest configuration epoch
+      // hello messages come every 2 s). Take the highest configuration epoch; GET-MASTER-ADDR-BY-NAME
+      // names the promoted replica as soon as the epoch moves (SENTINEL MASTER's address follows later).
       let newest = { epoch: -1, port: 0 };
       for (const sentinel of sentinels) {
         const lines = (await cli(sentinel.port, 'SENTINEL', 'MASTER', name).catch(() => '')).split('\n');
-        const field = (name: string) => lines[lines.indexOf(name) + 1];
-        const epoch = Number(field('config-epoch'));
-        if (lines.includes('config-epoch') && epoch > newest.epoch) newest = { epoch, port: Number(field('port')) };
+        if (!lines.includes('config-epoch')) continue;
+        const epoch = Number(lines[lines.indexOf('config-epoch') + 1]);
+        if (epoch <= newest.epoch) continue;
+        const [, port] = (await cli(sentinel.port, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)).split('\n');
+        newest = { epoch, port: Number(port) };
       }
       if (newest.epoch < 0) throw new Error('no sentinel answered SENTINEL MASTER');
       return byPort(newest.port);
