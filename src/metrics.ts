@@ -5,7 +5,8 @@ import { REDIS_ERROR_KINDS } from './state/redis-errors.ts';
 import { CounterTallies, TalliedHistogram, type Tally } from './metrics-tally.ts';
 import type { Decision } from './ratelimit/limiter.ts';
 
-export type RouteLabel = 'api' | 'project' | 'redirect' | 'acme' | 'unknown' | 'admin';
+export const ROUTE_LABELS = ['api', 'project', 'redirect', 'acme', 'unknown', 'admin'] as const;
+export type RouteLabel = (typeof ROUTE_LABELS)[number];
 
 export function createMetrics() {
   const registry = new Registry();

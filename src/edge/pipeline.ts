@@ -9,7 +9,7 @@ import type { Hsts } from '../state/types.ts';
 import type { ProxyContext } from '../proxy/project-proxy.ts';
 import { HttpError, sendError, type Response } from '../errors.ts';
 import { accessLogger, type Logger } from '../log.ts';
-import type { Metrics, RouteLabel } from '../metrics.ts';
+import { ROUTE_LABELS, type Metrics, type RouteLabel } from '../metrics.ts';
 import type { Series, Tally } from '../metrics-tally.ts';
 import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
 import type { RouteTable } from '../routing/route.ts';
@@ -254,8 +254,8 @@ function answerMetrics(metrics: Metrics): (route: RouteLabel, method: string | u
   const durations = new Map<RouteLabel, Series>();
   return (route, method, status, seconds) => {
     const methodIndex = method === undefined ? -1 : METHODS.indexOf(method);
-    // statuses are three digits (Node refuses others); the route's index is its position in ROUTES
-    const key = (ROUTES.indexOf(route) * 16 + methodIndex + 1) * 1000 + status;
+    // statuses are three digits (Node refuses others); the route's index is its position in ROUTE_LABELS
+    const key = (ROUTE_LABELS.indexOf(route) * 16 + methodIndex + 1) * 1000 + status;
     let count = counts.get(key);
     if (count === undefined) counts.set(key, (count = metrics.answers.cell({ route, method: methodIndex === -1 ? 'OTHER' : method!, status: String(status) })));
     count.n++;
@@ -266,4 +266,3 @@ function answerMetrics(metrics: Metrics): (route: RouteLabel, method: string | u
 }
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
-const ROUTES: readonly RouteLabel[] = ['api', 'project', 'redirect', 'acme', 'unknown', 'admin'];
