@@ -3,7 +3,8 @@
 // streams (`:protocol: websocket`); they follow the rules of an HTTP/1.1 upgrade:
 // 1. a plain CONNECT (no :protocol) is a forward proxy's tunnel: Portico is none → 405;
 // 2. a :protocol other than websocket → 501 (RFC 8441 §4 defines only what websocket means);
-// 3. hostname from :authority; another name than the connection's SNI → 421;
+// 3. a Host field naming another site than :authority → 400 (RFC 9113 §8.3.1, request-target.ts);
+//    hostname from :authority; another name than the connection's SNI → 421;
 // 4. only a project's hostnames pass through (the upstream bridge, proxy/websocket-h2.ts); else 404.
 import type { ServerHttp2Stream, IncomingHttpHeaders } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
@@ -13,6 +14,7 @@ import type { ProxyContext } from '../proxy/project-proxy.ts';
 import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
 import { clientIp, type Trust } from './client-ip.ts';
 import { proxiedAddress } from './proxy-protocol.ts';
+import { checkAuthority } from './request-target.ts';
 
 export interface ConnectDeps {
   routes: RouteTable;
@@ -35,6 +37,7 @@ export function createConnectHandler(deps: ConnectDeps): ConnectHandler {
     const protocol = headers[':protocol'];
     if (protocol === undefined) return refuse(stream, 405);
     if (String(protocol).toLowerCase() !== 'websocket') return refuse(stream, 501);
+    if (checkAuthority(headers) !== null) return refuse(stream, 400);
     const hostname = hostnameFromHost(headers[':authority'] as string | undefined);
     const socket = stream.session?.socket as TLSSocket | undefined;
     if (!socket) return;

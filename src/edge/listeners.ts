@@ -11,7 +11,7 @@ import type { Metrics } from '../metrics.ts';
 import type { KeyPair } from '../certs/fallback.ts';
 import type { Handler } from './pipeline.ts';
 import { acceptProxyProtocol } from './proxy-protocol.ts';
-import { checkTarget } from './request-target.ts';
+import { checkAuthority, checkTarget } from './request-target.ts';
 import { serveStreams } from './h2-stream.ts';
 import type { ConnectHandler } from './extended-connect.ts';
 import { H2_LIMITS, H2_SETTINGS, limitSession } from './h2-limits.ts';
@@ -130,6 +130,13 @@ export function createListeners(deps: ListenerDeps): Listeners {
       if (problem !== null) {
         metrics.httpRequests.inc({ route: 'unknown', method: req.method ?? 'OTHER', status: 400 });
         sendError(res, 'invalid_request', problem, { connection: 'close' });
+        return;
+      }
+    } else {
+      const problem = checkAuthority(req.headers);
+      if (problem !== null) {
+        metrics.httpRequests.inc({ route: 'unknown', method: req.method ?? 'OTHER', status: 400 });
+        sendError(res, 'invalid_request', problem);
         return;
       }
     }

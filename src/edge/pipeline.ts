@@ -17,6 +17,7 @@ import type { ApiOutcome, ApiRequest } from '../api/v1.ts';
 import type { Request } from '../api/body.ts';
 import { clientIp, type Trust } from './client-ip.ts';
 import { proxiedAddress } from './proxy-protocol.ts';
+import { checkAuthority } from './request-target.ts';
 import { notFoundPage, notDeployedPage, sendPage } from './pages.ts';
 import type { StreamHandler } from './h2-stream.ts';
 import type { StreamContext } from '../proxy/forward-h2.ts';
@@ -158,7 +159,8 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
   handler.stream = (stream, headers, flags, rawHeaders) => {
     const proxyStream = deps.proxy.stream;
     const session = stream.session;
-    if (proxyStream === undefined || session === undefined || headers[':method'] === 'CONNECT' || headers.expect !== undefined) return false;
+    // a Host field that disagrees with :authority is the 'request' listener's 400 (request-target.ts)
+    if (proxyStream === undefined || session === undefined || headers[':method'] === 'CONNECT' || headers.expect !== undefined || (headers.host !== undefined && checkAuthority(headers) !== null)) return false;
     const hostname = hostnameOf((headers.host ?? headers[':authority']) as string | undefined);
     const socket = session.socket as TLSSocket;
     if (misdirected(socket, hostname)) return false;

@@ -5,7 +5,10 @@
 //    authority, and the Host field is ignored (§3.2.2): the request is rewritten to origin-form with
 //    Host = that authority, so routing, the SNI rule (421) and the upstream all see the one name.
 //    Only http and https URIs with an authority and no userinfo (RFC 9110 §4.2.4) are accepted.
+// And what RFC 9113 asks of an HTTP/2 request's authority (checkAuthority below).
 import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http2';
+import { hostnameFromHost } from '../routing/hostname.ts';
 
 // scheme, authority (no userinfo, no whitespace), then the path and query, if any (§3.2.2, RFC 3986 §3)
 const ABSOLUTE_FORM = /^https?:\/\/([^/?#@\s]+)([/?][^#\s]*)?$/i;
@@ -28,4 +31,26 @@ export function checkTarget(req: IncomingMessage): string | null {
   req.headers.host = absolute[1];
   req.url = path.charCodeAt(0) === 63 /* ? */ ? `/${path}` : path;
   return null;
+}
+
+/**
+ * RFC 9113 §8.3.1: an HTTP/2 request whose Host field names another site than its :authority is
+ * malformed (400), as two Host fields are over HTTP/1.1: two names let two readers pick different
+ * sites. Letter case, a trailing dot and the default port (443) do not make another site. null when
+ * the request may go on (no Host field, nearly every HTTP/2 request, or the same site).
+ */
+export function checkAuthority(headers: IncomingHttpHeaders): string | null {
+  const host = headers.host;
+  const authority = headers[':authority'];
+  if (host === undefined || authority === undefined || host === authority) return null;
+  const hostname = hostnameFromHost(host);
+  if (hostname !== '' && hostname === hostnameFromHost(authority) && portOf(host) === portOf(authority)) return null;
+  return 'The Host header field names another site than :authority (RFC 9113 §8.3.1).';
+}
+
+/** the port an authority names, '' for none or the default 443 */
+function portOf(authority: string): string {
+  const colon = authority.indexOf(':', authority.startsWith('[') ? authority.indexOf(']') : 0);
+  const port = colon === -1 ? '' : authority.slice(colon + 1);
+  return port === '443' ? '' : port;
 }

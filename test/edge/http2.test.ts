@@ -83,6 +83,26 @@ t.test('a project over HTTP/2: pseudo-headers never reach the upstream, large bo
   t.match(upload.body.toString(), String(size), 'the upstream received every byte of an 8 MiB upload');
 });
 
+t.test('rfc9113-host-authority: a Host field naming another site than :authority → 400, on every route', async (t) => {
+  const site = http2.connect(`https://localhost:${ports.https}`, { ca: portico.ca, servername: 'site.localhost', checkServerIdentity: (_host, cert) => tls.checkServerIdentity('localhost', cert) });
+  t.teardown(() => site.close());
+  for (const host of ['other.localhost', 'site.localhost:8443', 'site.localhost.evil']) {
+    const refused = await h2request(site, { ':path': '/echo', host });
+    t.equal(refused.status, 400, `:authority site.localhost with Host ${host} → 400`);
+    t.equal(JSON.parse(refused.body.toString()).code, 'invalid_request');
+    t.match(JSON.parse(refused.body.toString()).message, /RFC 9113 §8\.3\.1/);
+  }
+  // the API and a POST go through the compatibility layer: the same rule
+  const api = await h2request(site, { ':path': '/v1/categories', ':authority': 'api.localhost', host: 'site.localhost', authorization: `Bearer ${owner.key}` });
+  t.equal(api.status, 400, 'the API host with a Host field naming the project → 400');
+  // the same site written differently is no conflict
+  for (const host of ['SITE.localhost', 'site.localhost.', 'site.localhost:443']) {
+    const same = await h2request(site, { ':path': '/echo', host });
+    t.equal(same.status, 200, `Host ${host} names :authority's site → 200`);
+    t.equal(JSON.parse(same.body.toString()).url, '/echo', 'answered by the upstream');
+  }
+});
+
 t.test('h2load: a bounded HTTP/2 load run completes without errors', async (t) => {
   const check = await run('sh', ['-c', 'command -v h2load']);
   if (check.code !== 0) {

@@ -268,6 +268,7 @@ t.test('refusals: the stream is answered with a status, the WebSocket never open
   t.teardown(() => noSuchSite.close());
   t.equal(await connect(noSuchSite, '/ws/echo', { ':authority': 'nobody.localhost' }).status, 404, 'not a project → 404');
   t.equal(await connect(session, '/ws/echo', { ':protocol': 'chat' }).status, 501, 'another :protocol → 501');
+  t.equal(await connect(session, '/ws/echo', { host: 'other.localhost' }).status, 400, 'a Host field naming another site than :authority → 400 (RFC 9113 §8.3.1)');
   const plain = session.request({ ':method': 'CONNECT', ':authority': 'site.localhost:443' });
   plain.on('error', () => undefined);
   t.equal(await new Promise((resolve) => plain.once('response', (h) => resolve(h[':status']))), 405, 'a plain CONNECT (a tunnel) → 405');
