@@ -358,7 +358,8 @@ function fatalLine(logFile: string): string | undefined {
   return undefined;
 }
 
-export async function startOnDataset(ds: Dataset, ctx: ScaleContext, n: number, probeIndex: number, opts: { redisUrl?: string; env?: Record<string, string> } = {}): Promise<{ portico: Portico; sample: StartSample }> {
+/** `keepData`: an embedded run starts on the data dir the previous start left (else a fresh copy of the dataset) */
+export async function startOnDataset(ds: Dataset, ctx: ScaleContext, n: number, probeIndex: number, opts: { redisUrl?: string; env?: Record<string, string>; keepData?: boolean } = {}): Promise<{ portico: Portico; sample: StartSample }> {
   const { redisUrl } = opts;
   const run = path.join(ctx.tmp, `scale-${ds.count}${redisUrl ? '-redis' : ''}`);
   const dataDir = path.join(run, 'data');
@@ -370,7 +371,7 @@ export async function startOnDataset(ds: Dataset, ctx: ScaleContext, n: number, 
     certsDir = path.join(run, 'certs');
     mkdirSync(certsDir);
     for (const f of ['fallback.crt', 'fallback.key']) copyFileSync(path.join(ds.certsDir, f), path.join(certsDir, f));
-  } else prepareRun(ds, dataDir, ctx.originPort);
+  } else if (!opts.keepData) prepareRun(ds, dataDir, ctx.originPort);
   const ports = { https: await freePort(), http: await freePort(), admin: await freePort() };
   const logFile = path.join(run, `portico-${n}.log`);
   let ready = 0;

@@ -45,6 +45,8 @@ interface ScaleRun {
   state: 'embedded' | 'redis';
   stateLogMiB: number;
   generatedSeconds: number | null;
+  /** the unmeasured first start on the dataset, which schedules every stored domain's first DNS check */
+  firstStart?: StartSample;
   starts: StartSample[];
   firstHandshake?: ClientResult;
   bulk?: Array<{ done: number; rssMiB: number; heapMiB?: number; externalMiB?: number; serverCpuMsPerHandshake: number; client: ClientResult['bulk']; errors: number }>;
@@ -65,8 +67,15 @@ async function scaleRun(ctx: ScaleContext, ds: Dataset, run: ScaleRun, opts: { r
   const what = `${fmtInt(ds.count)} domains, ${run.state}`;
   let running: Portico | undefined;
   try {
+    // The first start on a dataset schedules the first automatic DNS check of every stored domain: a
+    // step taken once for domains stored before automatic checks existed, and persisted. It runs
+    // here, unmeasured, so the measured starts are the ones an operator sees every time after it.
+    const once = await startOnDataset(ds, ctx, 0, ds.count - SCALE_STARTS - 1, { redisUrl: opts.redisUrl, env: opts.env });
+    await stop(once.portico.process, 15_000);
+    run.firstStart = once.sample;
+    console.log(`  ${what}: first start on the dataset (schedules each stored domain's first DNS check, once; not measured): idle from ${fmtInt(once.sample.settledMs)} ms after the spawn, CPU ${fmt(once.sample.cpuSeconds, 2)} s, peak RSS ${fmt(once.sample.peakRssMiB, 0)} MiB`);
     for (let k = 1; k <= SCALE_STARTS; k++) {
-      const { portico, sample } = await startOnDataset(ds, ctx, k, ds.count - k, { redisUrl: opts.redisUrl, env: opts.env });
+      const { portico, sample } = await startOnDataset(ds, ctx, k, ds.count - k, { redisUrl: opts.redisUrl, env: opts.env, keepData: true });
       run.starts.push(sample);
       console.log(`  [${k}/${SCALE_STARTS}] ${what}: "listening" logged ${fmtInt(sample.listeningMs)} ms, first handshake served ${fmtInt(sample.readyMs)} ms, idle from ${fmtInt(sample.settledMs)} ms after the spawn; then RSS ${fmt(sample.rssMiB, 0)} MiB (peak ${fmt(sample.peakRssMiB, 0)}), CPU ${fmt(sample.cpuSeconds, 2)} s`);
       if (k < SCALE_STARTS) await stop(portico.process, 15_000);
@@ -202,6 +211,7 @@ async function runScale(ctx: ScaleContext, withRedis: boolean): Promise<ScaleRes
     out.summary.push({ label: `${label}: spawn → "listening" logged s`, value: median(listening), range: range(listening, 2) });
     out.summary.push({ label: `${label}: spawn → idle (background start-up work done) s`, value: median(r.starts.map((x) => x.settledMs / 1000)), range: range(r.starts.map((x) => x.settledMs / 1000), 1) });
     out.summary.push({ label: `${label}: RSS after start (idle) MiB`, value: median(r.starts.map((x) => x.rssMiB)), digits: 0, range: range(r.starts.map((x) => x.rssMiB)), target: { op: '<', value: 150 } });
+    if (r.firstStart) out.summary.push({ label: `${label}: first start on the dataset, once (schedules every domain's first DNS check) CPU s`, value: r.firstStart.cpuSeconds });
     if (r.firstHandshake) {
       out.summary.push({ label: `${label}: first handshake, cold domain p50 ms`, value: r.firstHandshake.cold.p50ms, target: { op: '<', value: 5 } });
       out.summary.push({ label: `${label}: first handshake, cold domain p99 ms`, value: r.firstHandshake.cold.p99ms });
