@@ -31,8 +31,9 @@ export async function startBareServer(name: string, dir: string, cpus: string | 
   return { process: p, port };
 }
 
-export async function startBareProxy(cpus: string | null, portico: Portico, originPort: number): Promise<Bare> {
-  const p = spawnPinned('bare-proxy', cpus, process.execPath, [path.join(BENCH, 'bare-proxy.ts')], {
+/** `nodeArgs`: Node flags for the proxy's process (none: Node's defaults, as an operator would run it) */
+export async function startBareProxy(cpus: string | null, portico: Portico, originPort: number, nodeArgs: string[] = []): Promise<Bare> {
+  const p = spawnPinned('bare-proxy', cpus, process.execPath, [...nodeArgs, path.join(BENCH, 'bare-proxy.ts')], {
     env: { ...process.env, CERT_FILE: portico.certFile, KEY_FILE: portico.keyFile, ORIGIN: `http://127.0.0.1:${originPort}` },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
