@@ -120,6 +120,11 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
       const found = await Promise.all(index.hostnamesOf(projectId).map(read));
       return found.filter((d): d is Domain => d !== null).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
     },
+    statusesByProject: async (projectId) =>
+      index.hostnamesOf(projectId).flatMap((hostname) => {
+        const entry = index.get(hostname);
+        return entry ? [{ hostname, status: entry.status }] : [];
+      }),
     create: async (domain, event) => {
       if (index.get(domain.hostname) || claimed.has(domain.hostname)) return 'taken';
       claimed.add(domain.hostname);

@@ -118,6 +118,13 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
         const hostnames = await call(() => client.smembers(`portico:project:${projectId}:domains`));
         return (await readDomains(hostnames)).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
       },
+      statusesByProject: async (projectId) => {
+        const hostnames = await call(() => client.smembers(`portico:project:${projectId}:domains`));
+        if (hostnames.length === 0) return [];
+        const statuses = await call(() => client.hmget(STATUS_KEYS[0], ...hostnames));
+        // a hostname whose status is gone was removed between the two reads
+        return hostnames.flatMap((hostname, i) => (statuses[i] ? [{ hostname, status: statuses[i] as DomainStatus }] : []));
+      },
       setCertificate: async (hostname, certificate, event) => {
         await write(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), JSON.stringify(certificate), ...eventTexts(event)));
       },

@@ -163,6 +163,8 @@ export interface ProjectStore {
 export interface DomainStore {
   get(hostname: string): Promise<Domain | null>;
   listByProject(projectId: string): Promise<Domain[]>;
+  /** each of the project's domains with its status, from the index: no domain record is read */
+  statusesByProject(projectId: string): Promise<Array<{ hostname: string; status: DomainStatus }>>;
   /**
    * claims the hostname atomically; 'taken' when any project has it already. The timeline starts
    * with `event`; a timeline the same account left behind on removal (within 31 days) continues.

@@ -136,7 +136,12 @@ t.test('domains stored before automatic checks existed get their first check, on
   for (const [hostname, status] of [['old.example.com', 'verified'], ['waiting.example.com', 'pending']] as const) {
     await stores.domains.create({ hostname, projectId: 'prj_1', accountId: 'acc_1', primary: false, status, apex: false, records: [], diagnostics: [], certificate: { status: 'none' }, createdAt: at });
   }
-  t.equal(await checks.seed(), 2, 'both scheduled');
+  // neither one whose checks stopped (verification expired) nor a pending one with a due time of its own
+  await stores.domains.create({ hostname: 'expired.example.com', projectId: 'prj_1', accountId: 'acc_1', primary: false, status: 'failed', apex: false, records: [], diagnostics: [{ code: 'verification_expired', message: 'expired' }], certificate: { status: 'none' }, createdAt: at });
+  await stores.domains.create({ hostname: 'due.example.com', projectId: 'prj_1', accountId: 'acc_1', primary: false, status: 'pending', apex: false, records: [], diagnostics: [], certificate: { status: 'none' }, createdAt: at, nextCheckAt: new Date(now() + HOUR).toISOString() });
+  // verified domains are scheduled from the index without reading them: daily.example.com (checked
+  // above, with a due time of its own) is among them, and its job moves to its own time when it comes up
+  t.equal(await checks.seed(), 3, 'the two old ones and the verified one from the index; not the expired one or the pending one with a due time of its own');
   t.equal(await checks.seed(), 0, 'only once');
   const before = now();
   await nextCheck('waiting.example.com');

@@ -207,6 +207,8 @@ export function contract(backend: Backend): void {
       t.equal(stores.domains.indexedRoute('other.example.com'), null);
       t.same(await stores.domains.countByStatus(), { pending: 0, verified: 1, failed: 0 });
       t.same((await stores.domains.listByProject('prj_1')).map((d) => d.hostname), ['shop.example.com']);
+      t.same(await stores.domains.statusesByProject('prj_1'), [{ hostname: 'shop.example.com', status: 'verified' }], 'statuses from the index');
+      t.same(await stores.domains.statusesByProject('prj_none'), []);
 
       const reopened = await again();
       t.match(await reopened.domains.get('shop.example.com'), { status: 'verified', records: domain.records, certificate: { status: 'issued' } }, 'all of it is durable');
@@ -218,6 +220,7 @@ export function contract(backend: Backend): void {
       t.equal(await reopened.domains.route('shop.example.com'), null);
       t.equal(reopened.domains.indexedRoute('shop.example.com'), null, 'a removal leaves the index at once');
       t.same(await reopened.domains.countByStatus(), { pending: 0, verified: 0, failed: 0 });
+      t.same(await reopened.domains.statusesByProject('prj_1'), [], 'a removed domain has no status');
       await reopened.domains.setCertificate('shop.example.com', { status: 'issued' });
       t.equal(await reopened.domains.get('shop.example.com'), null, 'a late certificate writer does not bring it back');
       t.same(await reopened.domains.previousOwner('shop.example.com'), { accountId: 'acc_1', removedAt: LATER });
