@@ -11,14 +11,7 @@ import { parse, stringify } from 'yaml';
 import { startPortico, tempDir, cleanup, type Instance } from '../helpers/portico.ts';
 import { api, admin, accountWithKey, type Answer } from '../helpers/client.ts';
 import { startRedis, type RedisServer } from '../helpers/redis.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Waits for the next minute when fewer than `seconds` are left in this one. */
-async function roomInMinute(seconds = 8): Promise<void> {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < seconds * 1000) await sleep(left + 100);
-}
+import { roomInMinute } from '../helpers/minute.ts';
 
 interface Headers {
   limit: number;

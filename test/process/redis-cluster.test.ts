@@ -11,6 +11,7 @@ import { startCluster } from '../helpers/redis-topology.ts';
 import { startTraffic, type TrafficReport } from '../helpers/failover-traffic.ts';
 import { keySlot } from '../../src/state/redis-slot.ts';
 import { CLUSTER_KEY_PREFIX } from '../../src/state/redis-connect.ts';
+import { roomInMinute } from '../helpers/minute.ts';
 
 const topology = await startCluster();
 t.teardown(() => topology.stop());
@@ -43,6 +44,7 @@ t.test('both instances run on the cluster and say so', async (t) => {
 
 t.test('one quota, one revocation, shared accounts across instances', async (t) => {
   const { key, keyId } = await accountWithKey(a.ports.admin, 'enterprise', 'production', { perMinute: 50, perDay: 1000 });
+  await roomInMinute();
   let previous: number | null = null;
   for (let i = 0; i < 10; i++) {
     const answer = await on(i % 2 ? a : b, key, { path: '/v1/categories' });
