@@ -219,18 +219,30 @@ const heldLocks = new Set<string>();
  * is first moved aside under a name of this process's own (a rename is atomic: of several processes,
  * one moves it), and only a process that moved exactly the stale holder's file goes on to create
  * the lock (`wx`: exactly one creator). One that finds it moved a newer holder's file puts it back
- * and is refused.
+ * and is refused. In the instant that file is away a third process can create one of its own, and
+ * the put-back then fails: so a process that found a lock file in its way does not count the lock
+ * as its own until it has waited SETTLE_MS and read its own token there again (else it is refused,
+ * and one that finds no file at all starts over).
  */
 function lockDataDir(dataDir: string): () => void {
   const file = path.join(dataDir, 'portico.lock');
   const token = `${process.pid} ${randomBytes(8).toString('hex')}`;
   const locked = (pid: number) => Object.assign(new Error(`${dataDir} is in use by process ${pid}; one process owns the embedded state (set PORTICO_REDIS_URL to run many)`), { code: 'DATA_DIR_LOCKED' });
   for (let attempt = 0; ; attempt++) {
+    let created = false;
     try {
       writeFileSync(file, token, { flag: 'wx' }); // atomic: exactly one opener creates it
-      break;
+      created = true;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    if (created) {
+      if (attempt === 0) break; // no lock file was in the way: nobody else is taking one over
+      sleepSync(SETTLE_MS);
+      const now = readIfThere(file);
+      if (now === token) break;
+      if (now !== null) throw locked(Number(now.split(' ')[0]));
+      continue; // moved away and not put back: start over
     }
     const holder = readIfThere(file);
     if (holder === null) continue; // released meanwhile
@@ -247,8 +259,8 @@ function lockDataDir(dataDir: string): () => void {
     const moved = readFileSync(aside, 'utf8');
     if (moved !== holder) {
       // a process that took over first had already made its lock here: that one stays the owner
-      // (should a third have created one in the instant it was away, the link fails and both run
-      // on: three starts within microseconds on a dead process's lock)
+      // (should a third have created one in the instant it was away, the link fails, and the first
+      // finds the third's token when it reads its lock again: the third is the owner)
       try {
         linkSync(aside, file);
       } finally {
@@ -267,6 +279,13 @@ function lockDataDir(dataDir: string): () => void {
       // already gone: nothing to release
     }
   };
+}
+
+/** how long a process that took the lock amid others waits before it trusts its lock file (see lockDataDir) */
+const SETTLE_MS = 200;
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
 function readIfThere(file: string): string | null {
