@@ -123,22 +123,16 @@ export function createListeners(deps: ListenerDeps): Listeners {
     limitSession(session, { streamIdleMs: () => t.requestMs, onAbuse: (reason) => metrics.http2Abuse.inc({ reason }) }),
   );
   https.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
-    if (req.httpVersionMajor === 1) {
+    const h1 = req.httpVersionMajor === 1;
+    if (h1) {
       tracked.request(req, res);
       if (tracked.draining) res.setHeader('connection', 'close');
-      const problem = checkTarget(req as unknown as http.IncomingMessage);
-      if (problem !== null) {
-        metrics.httpRequests.inc({ route: 'unknown', method: req.method ?? 'OTHER', status: 400 });
-        sendError(res, 'invalid_request', problem, { connection: 'close' });
-        return;
-      }
-    } else {
-      const problem = checkAuthority(req.headers);
-      if (problem !== null) {
-        metrics.httpRequests.inc({ route: 'unknown', method: req.method ?? 'OTHER', status: 400 });
-        sendError(res, 'invalid_request', problem);
-        return;
-      }
+    }
+    const problem = h1 ? checkTarget(req as unknown as http.IncomingMessage) : checkAuthority(req.headers);
+    if (problem !== null) {
+      metrics.httpRequests.inc({ route: 'unknown', method: req.method ?? 'OTHER', status: 400 });
+      sendError(res, 'invalid_request', problem, h1 ? { connection: 'close' } : undefined);
+      return;
     }
     handlers.edge(req, res);
   });
