@@ -58,12 +58,16 @@ export function lockDataDir(dataDir: string): () => void {
       // a process that took over first had already made its lock here: that one stays the owner
       // (should a third have created one in the instant it was away, the link fails, and the first
       // finds the third's token when it reads its lock again: the third is the owner)
+      let owner = moved;
       try {
         linkSync(aside, file);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        owner = readIfThere(file) ?? moved;
       } finally {
         rmSync(aside, { force: true });
       }
-      throw locked(Number(moved.split(' ')[0]));
+      throw locked(Number(owner.split(' ')[0]));
     }
     rmSync(aside, { force: true });
   }
