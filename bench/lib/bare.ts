@@ -14,30 +14,38 @@ export interface Bare {
   port: number;
 }
 
+/** A command the anchor's Node runs under (valgrind for the instructions scenario), and how long it may take to start */
+export interface Under {
+  wrapper?: string[];
+  timeoutMs?: number;
+}
+
 /**
  * `kind` h2: http2.createSecureServer({allowHTTP1}), else https.createServer; answers `body` to every
  * request, after the /v1 rate-limit call on `redisUrl` when given (the floor of a /v1 request on Redis)
  */
-export async function startBareServer(name: string, dir: string, cpus: string | null, portico: Portico, body: Buffer, kind: 'h2' | 'https', redisUrl?: string): Promise<Bare> {
+export async function startBareServer(name: string, dir: string, cpus: string | null, portico: Portico, body: Buffer, kind: 'h2' | 'https', redisUrl?: string, under: Under = {}): Promise<Bare> {
   const bodyFile = path.join(dir, `${name}.body`);
   writeFileSync(bodyFile, body);
-  const p = spawnPinned(name, cpus, process.execPath, [path.join(BENCH, 'bare-https.ts')], {
+  const [command, ...args] = [...(under.wrapper ?? []), process.execPath, path.join(BENCH, 'bare-https.ts')];
+  const p = spawnPinned(name, cpus, command, args, {
     env: { ...process.env, CERT_FILE: portico.certFile, KEY_FILE: portico.keyFile, BODY_FILE: bodyFile, SERVER: kind === 'h2' ? 'h2' : '', REDIS_URL: redisUrl ?? '' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const port = await portFromStdout(p);
+  const port = await portFromStdout(p, under.timeoutMs);
   const answer = await expectStatus(name, get({ scheme: 'https', port, hostname: 'bench.localhost', path: '/' }), 200);
   if (!answer.body.equals(body)) throw new Error(`${name} does not answer the body it was given`);
   return { process: p, port };
 }
 
 /** `nodeArgs`: Node flags for the proxy's process (none: Node's defaults, as an operator would run it) */
-export async function startBareProxy(cpus: string | null, portico: Portico, originPort: number, nodeArgs: string[] = []): Promise<Bare> {
-  const p = spawnPinned('bare-proxy', cpus, process.execPath, [...nodeArgs, path.join(BENCH, 'bare-proxy.ts')], {
+export async function startBareProxy(cpus: string | null, portico: Portico, originPort: number, nodeArgs: string[] = [], under: Under = {}): Promise<Bare> {
+  const [command, ...args] = [...(under.wrapper ?? []), process.execPath, ...nodeArgs, path.join(BENCH, 'bare-proxy.ts')];
+  const p = spawnPinned('bare-proxy', cpus, command, args, {
     env: { ...process.env, CERT_FILE: portico.certFile, KEY_FILE: portico.keyFile, ORIGIN: `http://127.0.0.1:${originPort}` },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const port = await portFromStdout(p);
+  const port = await portFromStdout(p, under.timeoutMs);
   const answer = await expectStatus('bare undici proxy', get({ scheme: 'https', port, hostname: 'bench.localhost', path: '/' }), 200);
   if (answer.body.length !== 100) throw new Error('bare undici proxy does not pass the origin body through');
   return { process: p, port };

@@ -43,7 +43,7 @@ export function buildDist(): void {
   if (result.status !== 0) throw new Error('the build failed (tsc -p tsconfig.build.json); fix it or run with BENCH_SRC=1');
 }
 
-export async function startPortico(opts: { dataDir: string; certsDir: string; logFile: string; cpus: string | null; redisUrl?: string; nodeArgs?: string[]; env?: Record<string, string>; ports?: { https: number; http: number; admin: number }; timeoutMs?: number; onSpawn?: (p: Spawned) => void; entry?: string; serveArgs?: string[] }): Promise<Portico> {
+export async function startPortico(opts: { dataDir: string; certsDir: string; logFile: string; cpus: string | null; redisUrl?: string; nodeArgs?: string[]; env?: Record<string, string>; ports?: { https: number; http: number; admin: number }; timeoutMs?: number; onSpawn?: (p: Spawned) => void; entry?: string; serveArgs?: string[]; wrapper?: string[] }): Promise<Portico> {
   const entry = opts.entry ?? porticoEntry();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -61,7 +61,9 @@ export async function startPortico(opts: { dataDir: string; certsDir: string; lo
   else delete env.PORTICO_REDIS_URL;
   const fd = openSync(opts.logFile, 'a');
   const spawnedAt = Date.now();
-  const p = spawnPinned('portico', opts.cpus, process.execPath, [...startFlags(), ...(opts.nodeArgs ?? []), entry, 'serve', ...(opts.serveArgs ?? [])], { env, stdio: ['ignore', fd, fd], cwd: ROOT });
+  // `wrapper`: a command Node runs under (valgrind for the instructions scenario)
+  const [command, ...args] = [...(opts.wrapper ?? []), process.execPath, ...startFlags(), ...(opts.nodeArgs ?? []), entry, 'serve', ...(opts.serveArgs ?? [])];
+  const p = spawnPinned('portico', opts.cpus, command, args, { env, stdio: ['ignore', fd, fd], cwd: ROOT });
   closeSync(fd);
   opts.onSpawn?.(p);
   const { time: listeningAt, ...ports } = await waitForLine(opts.logFile, (line) => {

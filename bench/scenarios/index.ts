@@ -12,5 +12,6 @@ import { scenario as handshake } from './handshake.ts';
 import { scenario as resume } from './resume.ts';
 import { scenario as cluster } from './cluster.ts';
 import { scenario as scale } from './scale.ts';
+import { scenario as instructions } from './instructions.ts';
 
-export const SCENARIOS: ScenarioDefinition[] = [proxy, h2, h2One, h2Paced, h2Large, h2Stalled, v1, topologies, paced, redirect, handshake, resume, cluster, scale];
+export const SCENARIOS: ScenarioDefinition[] = [proxy, h2, h2One, h2Paced, h2Large, h2Stalled, v1, topologies, paced, redirect, handshake, resume, cluster, scale, instructions];
