@@ -6,8 +6,9 @@ import net from 'node:net';
 import { createRequire } from 'node:module';
 import type { Limit } from './ratelimit/limiter.ts';
 import { Reader, isObject } from './config-reader.ts';
+import { VARIABLE_AT, applyEnv } from './config-env.ts';
 import { parseRedisUrl } from './state/redis-url.ts';
-import { allCaaIdentities, isUrl, parseIssuerEntries, resolveIssuers, type CaLimits, type IssuerSettings } from './certs/issuers.ts';
+import { readAcme, type IssuerSettings } from './certs/issuers.ts';
 
 export type Plan = 'free' | 'pro' | 'business' | 'enterprise';
 export const PLANS: readonly Plan[] = ['free', 'pro', 'business', 'enterprise'];
@@ -61,46 +62,6 @@ export class ConfigError extends Error {
   }
 }
 
-type Kind = 'port' | 'int' | 'string' | 'list' | 'bool' | 'url';
-
-// variable → where it lands in the YAML tree, and how its text is read
-const ENV: ReadonlyArray<[string, string, Kind]> = [
-  ['PORTICO_LISTEN_HOST', 'listen.host', 'string'],
-  ['PORTICO_HTTP_PORT', 'http.port', 'port'],
-  ['PORTICO_HTTPS_PORT', 'https.port', 'port'],
-  ['PORTICO_PUBLIC_HTTPS_PORT', 'https.publicPort', 'port'],
-  ['PORTICO_HTTPS_KEY_EXCHANGE', 'https.keyExchange', 'list'],
-  ['PORTICO_ADMIN_PORT', 'admin.port', 'port'],
-  ['PORTICO_ADMIN_HOST', 'admin.host', 'string'],
-  ['PORTICO_ADMIN_TOKEN', 'admin.token', 'string'],
-  ['PORTICO_METRICS_PORT', 'metrics.port', 'port'],
-  ['PORTICO_DATA_DIR', 'dataDir', 'string'],
-  ['PORTICO_CERTS_DIR', 'certsDir', 'string'],
-  ['PORTICO_REDIS_URL', 'redis.url', 'url'],
-  ['PORTICO_REDIS_COMMAND_TIMEOUT_MS', 'redis.commandTimeoutMs', 'int'],
-  ['PORTICO_REDIS_REPLICAS_TO_ACK', 'redis.replicasToAck', 'int'],
-  ['PORTICO_REDIS_REPLICA_ACK_TIMEOUT_MS', 'redis.replicaAckTimeoutMs', 'int'],
-  ['PORTICO_PLATFORM_DOMAIN', 'platform.domain', 'string'],
-  ['PORTICO_PLATFORM_CERT_FILE', 'platform.certFile', 'string'],
-  ['PORTICO_PLATFORM_KEY_FILE', 'platform.keyFile', 'string'],
-  ['PORTICO_CNAME_TARGET', 'platform.cnameTarget', 'string'],
-  ['PORTICO_DNS_SERVERS', 'dns.servers', 'list'],
-  ['PORTICO_PENDING_RECHECK_MS', 'domains.pendingRecheckMs', 'int'],
-  ['PORTICO_VERIFIED_RECHECK_MS', 'domains.verifiedRecheckMs', 'int'],
-  ['PORTICO_ACME_DIRECTORY', 'acme.directory', 'list'],
-  ['PORTICO_ACME_NEW_ORDERS_PER_3H', 'acme.limits.newOrdersPer3h', 'int'],
-  ['PORTICO_ACME_CERTS_PER_DOMAIN_PER_WEEK', 'acme.limits.certsPerDomainPerWeek', 'int'],
-  ['PORTICO_ACME_FAILED_VALIDATIONS_PER_HOUR', 'acme.limits.failedValidationsPerHour', 'int'],
-  ['PORTICO_ACME_EMAIL', 'acme.email', 'string'],
-  ['PORTICO_API_HOSTS', 'api.hosts', 'list'],
-  ['PORTICO_STAGING_API_HOSTS', 'api.stagingHosts', 'list'],
-  ['PORTICO_API_UPSTREAM', 'api.upstream', 'url'],
-  ['PORTICO_TRUSTED_PROXIES', 'trustedProxies', 'list'],
-  ['PORTICO_PROXY_PROTOCOL', 'proxyProtocol', 'bool'],
-  ['PORTICO_RATELIMIT_ON_REDIS_DOWN', 'ratelimit.onRedisDown', 'string'],
-  ['PORTICO_LOG_LEVEL', 'log.level', 'string'],
-];
-
 const DEFAULT_FILE = 'config/portico.yaml';
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
@@ -131,12 +92,8 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
     throw new ConfigError([`${configFile} is not valid YAML: ${(err as Error).message}`]);
   }
   if (!isObject(tree)) throw new ConfigError([`${configFile} must hold a mapping at the top level`]);
-  for (const [name, at, kind] of ENV) {
-    const raw = env[name];
-    if (raw === undefined || raw === '') continue;
-    setPath(tree, at, fromEnv(raw, kind));
-  }
-  const read = new Reader(tree, problems, new Map(ENV.map(([name, at]) => [at, name])));
+  applyEnv(tree, env);
+  const read = new Reader(tree, problems, VARIABLE_AT);
   const config: Config = {
     configFile,
     listen: { host: listenHost(read.optionalString('listen.host'), problems) },
@@ -164,7 +121,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
     },
     dns: { servers: read.list('dns.servers', []) },
     domains: { pendingRecheckMs: read.int('domains.pendingRecheckMs', 60_000, 100), verifiedRecheckMs: read.int('domains.verifiedRecheckMs', 86_400_000, 100) },
-    acme: readAcme(read, problems, env),
+    acme: readAcme(read, problems, Boolean(env.PORTICO_ACME_DIRECTORY)),
     api: {
       hosts: read.list('api.hosts', ['api.localhost', 'localhost', '127.0.0.1']).map((h) => h.toLowerCase()),
       stagingHosts: read.list('api.stagingHosts', ['api.staging.localhost']).map((h) => h.toLowerCase()),
@@ -253,39 +210,6 @@ function listenHost(host: string | null, problems: string[]): string | null {
   return null;
 }
 
-const LETS_ENCRYPT_STAGING = 'https://acme-staging-v02.api.letsencrypt.org/directory';
-
-// PORTICO_ACME_DIRECTORY (one URL or several, comma-separated) names the issuers and their order;
-// without it `acme.issuers` does, else `acme.directory`. An `acme.issuers` entry whose directory is
-// in the list lends it its name, EAB, CAA identities and limits.
-function readAcme(read: Reader, problems: string[], env: NodeJS.ProcessEnv): Config['acme'] {
-  const entries = parseIssuerEntries(read.value('acme.issuers'), problems);
-  const fromEnv = Boolean(env.PORTICO_ACME_DIRECTORY);
-  const configured = read.value('acme.directory');
-  const directories = typeof configured === 'string' ? configured.split(',').map((s) => s.trim()).filter(Boolean) : Array.isArray(configured) ? configured : null;
-  if (configured !== undefined && configured !== null && (directories === null || directories.length === 0 || !directories.every(isUrl))) {
-    const bad = directories?.find((d) => !isUrl(d)) ?? configured;
-    problems.push(`acme.directory (PORTICO_ACME_DIRECTORY) must be a URL or a comma-separated list of URLs, got ${JSON.stringify(bad)}`);
-  }
-  const list: string[] = directories !== null && directories.every(isUrl) && directories.length > 0 && (fromEnv || entries.length === 0)
-    ? directories
-    : entries.length > 0 ? entries.map((e) => e.directory) : [LETS_ENCRYPT_STAGING];
-  const overrides: Partial<CaLimits> = {};
-  for (const key of ['newOrdersPer3h', 'certsPerDomainPerWeek', 'failedValidationsPerHour'] as const) {
-    const value = read.int(`acme.limits.${key}`, 0, 1);
-    if (value > 0) overrides[key] = value;
-  }
-  const caaFallback = read.list('acme.caaIdentities', ['letsencrypt.org']).map((s) => s.toLowerCase());
-  const issuers = resolveIssuers(list.map((directory) => entries.find((e) => e.directory === directory) ?? { directory }), caaFallback, overrides);
-  return {
-    directory: list[0],
-    issuers,
-    email: read.optionalString('acme.email'),
-    caaIdentities: allCaaIdentities(issuers),
-    onDemandWaitMs: read.int('acme.onDemandWaitMs', 5000, 0),
-  };
-}
-
 /** Each name must be a group this Node's OpenSSL can offer, one per entry (OpenSSL would read `a:b` as two). */
 function keyExchangeProblems(groups: string[]): string[] {
   const at = 'https.keyExchange (PORTICO_HTTPS_KEY_EXCHANGE)';
@@ -319,30 +243,6 @@ export function parseCidr(text: string): [string, number, 'ipv4' | 'ipv6'] | nul
   const prefix = prefixText === undefined ? max : Number(prefixText);
   if (prefix > max) return null;
   return [address, prefix, family === 4 ? 'ipv4' : 'ipv6'];
-}
-
-function fromEnv(raw: string, kind: Kind): unknown {
-  switch (kind) {
-    case 'port':
-    case 'int':
-      return /^\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw;
-    case 'list':
-      return raw.split(',').map((s) => s.trim()).filter(Boolean);
-    case 'bool':
-      return ['1', 'true', 'on', 'yes'].includes(raw.toLowerCase()) ? true : ['0', 'false', 'off', 'no'].includes(raw.toLowerCase()) ? false : raw;
-    default:
-      return raw;
-  }
-}
-
-function setPath(tree: Record<string, unknown>, at: string, value: unknown): void {
-  const parts = at.split('.');
-  let node = tree;
-  for (const part of parts.slice(0, -1)) {
-    if (!isObject(node[part])) node[part] = {};
-    node = node[part] as Record<string, unknown>;
-  }
-  node[parts[parts.length - 1]] = value;
 }
 
 function deepFreeze<T>(value: T): T {

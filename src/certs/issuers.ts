@@ -3,6 +3,8 @@
 // CAA identities that let each one issue (RFC 8659 §4.2), and the limits Portico keeps for each so
 // the CA never has to refuse an order.
 import { createHash } from 'node:crypto';
+import type { Config } from '../config.ts';
+import type { Reader } from '../config-reader.ts';
 
 /** Token buckets per issuer (null: no limit kept). Each refills continuously, as Let's Encrypt's do. */
 export interface CaLimits {
@@ -159,4 +161,37 @@ export function isUrl(value: unknown): value is string {
   } catch {
     return false;
   }
+}
+
+const LETS_ENCRYPT_STAGING = 'https://acme-staging-v02.api.letsencrypt.org/directory';
+
+// The `acme` settings (config.ts reads them with this). PORTICO_ACME_DIRECTORY (one URL or several,
+// comma-separated; `fromEnv`: it was set) names the issuers and their order;
+// without it `acme.issuers` does, else `acme.directory`. An `acme.issuers` entry whose directory is
+// in the list lends it its name, EAB, CAA identities and limits.
+export function readAcme(read: Reader, problems: string[], fromEnv: boolean): Config['acme'] {
+  const entries = parseIssuerEntries(read.value('acme.issuers'), problems);
+  const configured = read.value('acme.directory');
+  const directories = typeof configured === 'string' ? configured.split(',').map((s) => s.trim()).filter(Boolean) : Array.isArray(configured) ? configured : null;
+  if (configured !== undefined && configured !== null && (directories === null || directories.length === 0 || !directories.every(isUrl))) {
+    const bad = directories?.find((d) => !isUrl(d)) ?? configured;
+    problems.push(`acme.directory (PORTICO_ACME_DIRECTORY) must be a URL or a comma-separated list of URLs, got ${JSON.stringify(bad)}`);
+  }
+  const list: string[] = directories !== null && directories.every(isUrl) && directories.length > 0 && (fromEnv || entries.length === 0)
+    ? directories
+    : entries.length > 0 ? entries.map((e) => e.directory) : [LETS_ENCRYPT_STAGING];
+  const overrides: Partial<CaLimits> = {};
+  for (const key of ['newOrdersPer3h', 'certsPerDomainPerWeek', 'failedValidationsPerHour'] as const) {
+    const value = read.int(`acme.limits.${key}`, 0, 1);
+    if (value > 0) overrides[key] = value;
+  }
+  const caaFallback = read.list('acme.caaIdentities', ['letsencrypt.org']).map((s) => s.toLowerCase());
+  const issuers = resolveIssuers(list.map((directory) => entries.find((e) => e.directory === directory) ?? { directory }), caaFallback, overrides);
+  return {
+    directory: list[0],
+    issuers,
+    email: read.optionalString('acme.email'),
+    caaIdentities: allCaaIdentities(issuers),
+    onDemandWaitMs: read.int('acme.onDemandWaitMs', 5000, 0),
+  };
 }
