@@ -253,6 +253,30 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
+/** The settings that differ between `a` and `b` and that a running process cannot change (a reload that
+ * changes them is refused): they name sockets, state or the shape of routing. */
+export function restartOnlyChanges(a: Config, b: Config): string[] {
+  const pick = (c: Config) => ({
+    'listen.host': c.listen.host,
+    'http.port': c.http.port,
+    'https.port': c.https.port,
+    'https.keyExchange': c.https.keyExchange?.join(':') ?? null,
+    'admin.port': c.admin.port,
+    'admin.host': c.admin.host,
+    'admin.token': c.admin.token,
+    'metrics.port': c.metrics.port,
+    dataDir: c.dataDir,
+    certsDir: c.certsDir,
+    'redis.url': c.redis.url,
+    'platform.domain': c.platform.domain,
+    'acme.directory': c.acme.directory,
+    proxyProtocol: c.proxyProtocol,
+  });
+  const before = pick(a);
+  const after = pick(b);
+  return Object.keys(before).filter((k) => before[k as keyof typeof before] !== after[k as keyof typeof after]);
+}
+
 /** Where the CLI finds the admin API: PORTICO_ADMIN_URL / PORTICO_ADMIN_TOKEN, else the local defaults. */
 export function cliSettings(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): { url: string; token: string | null; tokenFile: string } {
   const port = env.PORTICO_ADMIN_PORT || '9180';

@@ -2,7 +2,7 @@
 // The only file that names concrete backends. A reload builds the config-dependent handlers anew and
 // swaps them in; listeners, stores and connections stay, so nothing in flight is dropped.
 import { mkdirSync, readFileSync, existsSync } from 'node:fs';
-import { loadConfig, type Config } from './config.ts';
+import { loadConfig, restartOnlyChanges, type Config } from './config.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics, decisionCounter, type Metrics } from './metrics.ts';
 import { openEmbeddedStores } from './state/embedded.ts';
@@ -206,7 +206,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
 
   async function reload(): Promise<void> {
     const next = loadConfig(env);
-    const fixed = restartOnly(current, next);
+    const fixed = restartOnlyChanges(current, next);
     if (fixed.length > 0) throw Object.assign(new Error(`these settings need a restart: ${fixed.join(', ')}`), { problems: fixed.map((f) => `${f} changed; it needs a restart`) });
     Object.assign(handlers, buildHandlers(next, shared));
     routes.setApiHosts(next.api.hosts, next.api.stagingHosts);
@@ -273,29 +273,6 @@ function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
     admin: createAdminHandler(adminDeps),
     metricsOnly: createAdminHandler(adminDeps, { metricsOnly: true }),
   };
-}
-
-/** Settings a running process cannot change: they name sockets, state or the shape of routing. */
-function restartOnly(a: Config, b: Config): string[] {
-  const pick = (c: Config) => ({
-    'listen.host': c.listen.host,
-    'http.port': c.http.port,
-    'https.port': c.https.port,
-    'https.keyExchange': c.https.keyExchange?.join(':') ?? null,
-    'admin.port': c.admin.port,
-    'admin.host': c.admin.host,
-    'admin.token': c.admin.token,
-    'metrics.port': c.metrics.port,
-    dataDir: c.dataDir,
-    certsDir: c.certsDir,
-    'redis.url': c.redis.url,
-    'platform.domain': c.platform.domain,
-    'acme.directory': c.acme.directory,
-    proxyProtocol: c.proxyProtocol,
-  });
-  const before = pick(a);
-  const after = pick(b);
-  return Object.keys(before).filter((k) => before[k as keyof typeof before] !== after[k as keyof typeof after]);
 }
 
 function readPlatformCertificate(config: Config): { cert: string; key: string } | null {
