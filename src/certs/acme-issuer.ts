@@ -13,7 +13,7 @@ import { X509Certificate } from 'node:crypto';
 import https from 'node:https';
 import tls from 'node:tls';
 import * as acme from 'acme-client';
-import { IssueError, type IssueErrorKind } from './issue-error.ts';
+import { IssueError, PROBLEM, problemKind } from './issue-error.ts';
 import { certId, fetchRenewalInfo, renewalInfoUrl, retryAfterSeconds, type RenewalInfo } from './ari.ts';
 
 // the stores this needs are in types.ts: challenges must be visible to every instance the CA may reach
@@ -33,7 +33,7 @@ export interface IssuedCertificate {
   issuer: string;
 }
 
-export { IssueError, type IssueErrorKind } from './issue-error.ts';
+export { IssueError, problemKind, type IssueErrorKind } from './issue-error.ts';
 
 export interface AcmeIssuerOptions {
   directoryUrl: string;
@@ -68,17 +68,6 @@ export interface AcmeIssuer {
   orders(): number;
 }
 
-const PROBLEM = 'urn:ietf:params:acme:error:';
-const KIND_BY_PROBLEM = new Map<string, IssueErrorKind>([
-  ['dns', 'dns'],
-  ['caa', 'caa'],
-  // the CA could not reach or did not like the HTTP-01 answer (pebble: an unresolvable name too)
-  ['connection', 'challenge'],
-  ['unauthorized', 'challenge'],
-  ['incorrectResponse', 'challenge'],
-  ['tls', 'challenge'],
-  ['rateLimited', 'rate_limit'],
-]);
 // one ACME request; without it axios waits forever on a CA that accepted the connection
 const REQUEST_TIMEOUT_MS = 30_000;
 
@@ -276,11 +265,6 @@ function hasAccountUrl(client: acme.Client): boolean {
   } catch {
     return false;
   }
-}
-
-/** The IssueError kind for an ACME problem type (RFC 8555 §6.7); unknown types are the CA's. */
-export function problemKind(type: string): IssueErrorKind {
-  return (type.startsWith(PROBLEM) ? KIND_BY_PROBLEM.get(type.slice(PROBLEM.length)) : undefined) ?? 'ca';
 }
 
 function describe(certPem: string, keyPem: string): IssuedCertificate {

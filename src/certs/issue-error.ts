@@ -1,6 +1,6 @@
-// Why an order failed, as the issuer chain and the queue branch on it. Its own module so that they can
-// name it without loading acme-client (and @peculiar/x509 behind it) at start: the ACME client is loaded
-// with the first order (issuing.ts).
+// Why an order failed, as the issuer chain and the queue branch on it, and which kind each ACME
+// problem type is. Its own module so that they can name it without loading acme-client (and
+// @peculiar/x509 behind it) at start: the ACME client is loaded with the first order (issuing.ts).
 export type IssueErrorKind = 'dns' | 'caa' | 'challenge' | 'rate_limit' | 'ca';
 
 export class IssueError extends Error {
@@ -19,4 +19,22 @@ export class IssueError extends Error {
     if (details.retryAfterSeconds !== undefined) this.retryAfterSeconds = details.retryAfterSeconds;
     if (details.problemType !== undefined) this.problemType = details.problemType;
   }
+}
+
+/** ACME problem types (RFC 8555 §6.7) begin with this */
+export const PROBLEM = 'urn:ietf:params:acme:error:';
+const KIND_BY_PROBLEM = new Map<string, IssueErrorKind>([
+  ['dns', 'dns'],
+  ['caa', 'caa'],
+  // the CA could not reach or did not like the HTTP-01 answer (pebble: an unresolvable name too)
+  ['connection', 'challenge'],
+  ['unauthorized', 'challenge'],
+  ['incorrectResponse', 'challenge'],
+  ['tls', 'challenge'],
+  ['rateLimited', 'rate_limit'],
+]);
+
+/** The IssueError kind for an ACME problem type (RFC 8555 §6.7); unknown types are the CA's. */
+export function problemKind(type: string): IssueErrorKind {
+  return (type.startsWith(PROBLEM) ? KIND_BY_PROBLEM.get(type.slice(PROBLEM.length)) : undefined) ?? 'ca';
 }
