@@ -1,6 +1,6 @@
 // Connects to Redis in the topology PORTICO_REDIS_URL names (redis-url.ts). ioredis does the topology
-// itself: for Sentinel it asks the sentinels for the primary and follows failovers (also through their
-// +switch-master notices); for Cluster it keeps the slot map, follows MOVED/ASK and re-subscribes
+// itself: for Sentinel it asks the sentinels for the primary and follows failovers (sentinel-switch.ts
+// moves it at the sentinels' +switch-master notices); for Cluster it keeps the slot map, follows MOVED/ASK and re-subscribes
 // pub/sub when a node goes away.
 //
 // Key layout on a Cluster: every state key is prefixed with the hash tag `{portico}:` (ioredis's
@@ -13,6 +13,7 @@ import { Cluster, Command, Redis, type ClusterOptions, type RedisOptions } from 
 import { keySlot } from './redis-slot.ts';
 import type { RedisMode, RedisTarget } from './redis-url.ts';
 import { errorKind, type RedisErrorKind } from './redis-errors.ts';
+import { followSwitches } from './sentinel-switch.ts';
 
 /** the hash tag of every state key on a Cluster */
 export const CLUSTER_KEY_PREFIX = '{portico}:';
@@ -95,8 +96,9 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
         ? {
             sentinels: target.addresses,
             name: target.name,
-            // +switch-master from the sentinels moves the connection at once instead of at its next failure
-            failoverDetector: true,
+            // +switch-master is followed by sentinel-switch.ts, which leaves a connection already on the new
+            // primary alone (ioredis's detector reconnects at every sentinel's announcement)
+            failoverDetector: false,
             sentinelCommandTimeout: Math.max(commandTimeoutMs, 500),
             sentinelRetryStrategy: retryStrategy,
             enableTLSForSentinelMode: target.tls,
@@ -106,6 +108,11 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     const base = { ...common, ...where, db: target.db, retryStrategy, reconnectOnError };
     client = new Redis({ ...base, connectionName: 'portico' });
     subscriber = new Redis({ ...base, enableOfflineQueue: true, commandTimeout: undefined, connectionName: 'portico-sub' });
+  }
+  if (target.mode === 'sentinel') {
+    // a failover announced by the sentinels moves both connections at once instead of at their next failure
+    const follower = followSwitches(target.addresses, target.name!, target.tls, [client, subscriber]);
+    client.once('end', () => follower.close());
   }
   // errors are reported through health(), metrics and request outcomes; without a listener ioredis logs them
   client.on('error', (err: Error) => void (health.connectionError = err));

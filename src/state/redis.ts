@@ -61,11 +61,10 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     porticoCreateCategory(...args: unknown[]): Promise<number>;
     porticoRevokeKey(key: string, at: string): Promise<string | null>;
   };
-  // A connection lost a moment ago is most often being made again already: after a Sentinel failover
-  // ioredis reconnects once more when the last sentinel announces the new primary (+switch-master),
-  // a few ms after writes worked again. A command in the first second of such a gap waits for the
-  // connection (within the command timeout) instead of failing at once; in a longer outage, commands
-  // fail at once.
+  // A connection lost a moment ago is most often being made again already (a failover announced by
+  // the sentinels moves it, sentinel-switch.ts; a restarted server is back within moments). A command
+  // in the first second of such a gap waits for the connection (within the command timeout) instead
+  // of failing at once; in a longer outage, commands fail at once.
   let lostAt: number | null = null;
   client.on('close', () => void (lostAt ??= now()));
   client.on('ready', () => void (lostAt = null));

@@ -34,7 +34,7 @@ export interface SentinelTopology {
   primary(): Promise<RedisNode>;
   /**
    * Resolves once every sentinel names the same primary: a failover is over for clients only then, since
-   * each sentinel announces +switch-master when it learns of it, and ioredis reconnects at each announcement.
+   * each sentinel announces +switch-master when it learns of it, and clients act on those announcements.
    */
   settled(): Promise<void>;
   stop(): Promise<void>;

@@ -1,0 +1,60 @@
+// Following the failovers the sentinels announce (sentinel-switch.ts): the announcement's text, and on
+// a real Sentinel topology (a primary, two replicas, three sentinels) a switchover under the
+// connections of redis-connect.ts. Each sentinel announces +switch-master when it learns of the
+// failover, some a second or more after the others: a connection already on the new primary must
+// stay there through the later announcements (ioredis's own detector reconnected at each of them).
+import t from 'tap';
+import type { Redis } from 'ioredis';
+import { connectRedis } from '../../src/state/redis.ts';
+import { announcedPrimary } from '../../src/state/sentinel-switch.ts';
+import { cli, startSentinel } from '../helpers/redis-topology.ts';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const peerPort = (client: Redis) => (client as unknown as { stream?: { remotePort?: number } }).stream?.remotePort;
+
+t.test('an announcement names the new primary of one name, or nothing', async (t) => {
+  t.same(announcedPrimary('portico 127.0.0.1 6379 127.0.0.1 6380', 'portico'), { host: '127.0.0.1', port: 6380 });
+  t.same(announcedPrimary('portico ::1 6379 ::1 6380', 'portico'), { host: '::1', port: 6380 });
+  t.equal(announcedPrimary('other 127.0.0.1 6379 127.0.0.1 6380', 'portico'), null, 'another primary');
+  t.equal(announcedPrimary('portico 127.0.0.1 6379 127.0.0.1', 'portico'), null, 'a field short');
+  t.equal(announcedPrimary('portico 127.0.0.1 6379 127.0.0.1 6380 x', 'portico'), null, 'a field more');
+  for (const port of ['0', '65536', '63a', '-1', '']) t.equal(announcedPrimary(`portico 127.0.0.1 6379 127.0.0.1 ${port}`, 'portico'), null, `port "${port}"`);
+});
+
+t.test('a switchover: both connections move to the new primary and stay there through every announcement', async (t) => {
+  const topology = await startSentinel();
+  t.teardown(() => topology.stop());
+  const conns = connectRedis(topology.url, { commandTimeoutMs: 1000 });
+  t.teardown(() => {
+    conns.subscriber.disconnect();
+    conns.client.disconnect();
+  });
+  const { client, subscriber } = conns;
+  await Promise.all([client, subscriber].map((c) => (c.status === 'ready' ? undefined : new Promise((resolve) => c.once('ready', resolve)))));
+  const messages: string[] = [];
+  subscriber.on('message', (_channel: string, message: string) => messages.push(message));
+  await subscriber.subscribe('portico:switch-test');
+  const before = await topology.primary();
+  t.equal(peerPort(client), before.port, 'the client starts on the primary');
+
+  await cli(topology.sentinels[0].port, 'SENTINEL', 'FAILOVER', topology.name);
+  const deadline = Date.now() + 15_000;
+  const moved = () => [client, subscriber].every((c) => c.status === 'ready' && peerPort(c) !== before.port);
+  while (!moved() && Date.now() < deadline) await sleep(20);
+  t.ok(moved(), 'both connections left the old primary');
+  const after = await topology.primary();
+  t.not(after.port, before.port, 'the sentinels promoted a replica');
+  t.equal(peerPort(client), after.port, 'the client is on the new primary');
+  t.equal(peerPort(subscriber), after.port, 'so is the subscriber');
+
+  // from here on, through the announcements of the sentinels that learn of it later
+  let closes = 0;
+  for (const c of [client, subscriber]) c.on('close', () => closes++);
+  await topology.settled();
+  await sleep(1500);
+  t.equal(closes, 0, 'no connection was dropped once on the new primary');
+  t.equal(await client.set('portico:switch-test', 'written'), 'OK', 'a write goes to the new primary');
+  t.equal(await client.publish('portico:switch-test', 'after'), 1, 'the subscriber is subscribed again');
+  while (messages.length === 0 && Date.now() < deadline) await sleep(20);
+  t.same(messages, ['after']);
+});
