@@ -5,6 +5,8 @@
 // REDIS_URL set: before answering, the one rate-limit call /v1 makes per request (Portico's
 // RedisLimiter: the same Lua script, the same pipelined connection) and its X-RateLimit-* headers,
 // and nothing else of Portico's: the floor of a /v1 request on Redis.
+// AFTER_READS=1 (without REDIS_URL): each answer is written after the turn's reads, with Portico's own
+// after-reads.ts, as Portico writes its /v1 answers; without it, inside the read that brought the request.
 import https from 'node:https';
 import http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
@@ -14,6 +16,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CIPHERS } from '../src/edge/listeners.ts';
 import { Redis } from 'ioredis';
 import { RedisLimiter } from '../src/ratelimit/redis-limiter.ts';
+import { afterReads } from '../src/after-reads.ts';
 
 const body = process.env.BODY_FILE ? readFileSync(process.env.BODY_FILE) : Buffer.from('[]');
 const tls = { key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!), ciphers: CIPHERS, honorCipherOrder: true };
@@ -23,6 +26,13 @@ const answer = (req: IncomingMessage | http2.Http2ServerRequest, res: ServerResp
   req.resume();
   (res as ServerResponse).writeHead(200, headers);
   res.end(body);
+};
+const answerAfterReads = (req: IncomingMessage | http2.Http2ServerRequest, res: ServerResponse | http2.Http2ServerResponse) => {
+  req.resume();
+  afterReads(() => {
+    (res as ServerResponse).writeHead(200, headers);
+    res.end(body);
+  });
 };
 
 const limited = (() => {
@@ -42,9 +52,10 @@ const limited = (() => {
   };
 })();
 
+const handler = limited ?? (process.env.AFTER_READS === '1' ? answerAfterReads : answer);
 const server = process.env.SERVER === 'h2'
-  ? http2.createSecureServer({ ...tls, allowHTTP1: true }, limited ?? answer)
-  : https.createServer({ ...tls, keepAliveTimeout: 60_000 }, limited ?? answer);
+  ? http2.createSecureServer({ ...tls, allowHTTP1: true }, handler)
+  : https.createServer({ ...tls, keepAliveTimeout: 60_000 }, handler);
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
 });

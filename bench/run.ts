@@ -127,11 +127,12 @@ async function main(): Promise<void> {
       console.log('note: nginx is not installed: the nginx anchors are skipped');
     }
     const bare = await startBareServer('bare-https', tmp, pinning.server, portico, v1Body, 'https');
-    const bareLimited = redisUrl && (ONLY.has('v1') || ONLY.has('topologies')) ? await startBareServer('bare-https-limited', tmp, pinning.server, portico, v1Body, 'https', redisUrl) : undefined;
+    const bareLimited = redisUrl && (ONLY.has('v1') || ONLY.has('topologies')) ? await startBareServer('bare-https-limited', tmp, pinning.server, portico, v1Body, 'https', { redisUrl }) : undefined;
+    const bareAfterReads = ONLY.has('v1') ? await startBareServer('bare-https-after-reads', tmp, pinning.server, portico, v1Body, 'https', { afterReads: true }) : undefined;
     const bareProxy = await startBareProxy(pinning.server, portico, origin.port);
 
     // --- the scenarios
-    const ctx: BenchContext = { tmp, cores, pinning, tools, resolution, origin, redisUrl, certsDir, portico, auth, v1Body, variant, embedded, nginx, bare, bareLimited, bareProxy, skip: (note) => skipped.push(note) };
+    const ctx: BenchContext = { tmp, cores, pinning, tools, resolution, origin, redisUrl, certsDir, portico, auth, v1Body, variant, embedded, nginx, bare, bareLimited, bareAfterReads, bareProxy, skip: (note) => skipped.push(note) };
     for (const definition of SCENARIOS) {
       if (!ONLY.has(definition.id)) {
         skipped.push(`${definition.id}: not in BENCH_ONLY`);

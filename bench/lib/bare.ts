@@ -20,21 +20,27 @@ export interface Under {
   timeoutMs?: number;
 }
 
+/** How the bare server answers: after the /v1 rate-limit call on `redisUrl` (the floor of a /v1 request on Redis), or after the turn's reads */
+export interface BareAnswer {
+  redisUrl?: string;
+  afterReads?: boolean;
+}
+
 /**
  * `kind` h2: http2.createSecureServer({allowHTTP1}), else https.createServer; answers `body` to every
- * request, after the /v1 rate-limit call on `redisUrl` when given (the floor of a /v1 request on Redis)
+ * request, at once unless `answer` says otherwise
  */
-export async function startBareServer(name: string, dir: string, cpus: string | null, portico: Portico, body: Buffer, kind: 'h2' | 'https', redisUrl?: string, under: Under = {}): Promise<Bare> {
+export async function startBareServer(name: string, dir: string, cpus: string | null, portico: Portico, body: Buffer, kind: 'h2' | 'https', answer: BareAnswer = {}, under: Under = {}): Promise<Bare> {
   const bodyFile = path.join(dir, `${name}.body`);
   writeFileSync(bodyFile, body);
   const [command, ...args] = [...(under.wrapper ?? []), process.execPath, path.join(BENCH, 'bare-https.ts')];
   const p = spawnPinned(name, cpus, command, args, {
-    env: { ...process.env, CERT_FILE: portico.certFile, KEY_FILE: portico.keyFile, BODY_FILE: bodyFile, SERVER: kind === 'h2' ? 'h2' : '', REDIS_URL: redisUrl ?? '' },
+    env: { ...process.env, CERT_FILE: portico.certFile, KEY_FILE: portico.keyFile, BODY_FILE: bodyFile, SERVER: kind === 'h2' ? 'h2' : '', REDIS_URL: answer.redisUrl ?? '', AFTER_READS: answer.afterReads ? '1' : '' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const port = await portFromStdout(p, under.timeoutMs);
-  const answer = await expectStatus(name, get({ scheme: 'https', port, hostname: 'bench.localhost', path: '/' }), 200);
-  if (!answer.body.equals(body)) throw new Error(`${name} does not answer the body it was given`);
+  const first = await expectStatus(name, get({ scheme: 'https', port, hostname: 'bench.localhost', path: '/' }), 200);
+  if (!first.body.equals(body)) throw new Error(`${name} does not answer the body it was given`);
   return { process: p, port };
 }
 

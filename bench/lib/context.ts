@@ -44,6 +44,8 @@ export interface BenchContext {
   bare: { process: Spawned; port: number };
   /** bench/bare-https.ts making /v1's one rate-limit call on `redisUrl` before it answers (undefined without Redis) */
   bareLimited: { process: Spawned; port: number } | undefined;
+  /** bench/bare-https.ts answering after the turn's reads, as Portico answers /v1 (scenario b's informational row) */
+  bareAfterReads: { process: Spawned; port: number } | undefined;
   /** bench/bare-proxy.ts: Portico's listener kind and an undici pool, nothing else */
   bareProxy: { process: Spawned; port: number };
   /** why (part of) a scenario did not run, for the summary */

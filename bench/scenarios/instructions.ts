@@ -59,7 +59,7 @@ async function measure(ctx: BenchContext): Promise<Figure[]> {
   }
   for (const [name, redisUrl] of [['bare Node HTTPS', undefined], ['bare Node HTTPS + the limiter call (floor)', ctx.redisUrl]] as const) {
     const id = redisUrl ? 'bare-limited' : 'bare-https';
-    const bare = await startBareServer(`${id}-callgrind`, dir, ctx.pinning.server, ctx.portico, ctx.v1Body, 'https', redisUrl, under(id));
+    const bare = await startBareServer(`${id}-callgrind`, dir, ctx.pinning.server, ctx.portico, ctx.v1Body, 'https', { redisUrl }, under(id));
     try {
       v1.push({ name, per: await counted(dir, id, bare.process, V1, v1Load(bare.port, {})) });
     } finally {

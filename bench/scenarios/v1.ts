@@ -1,7 +1,9 @@
 // b. /v1: authenticated GET /v1/categories (Redis state and limiter) against a bare Node HTTPS server
 // answering the same bytes itself; informational: the same bare server making /v1's one rate-limit
 // call before it answers (Portico's RedisLimiter, nothing else of Portico's: the floor of a /v1 request
-// on Redis), and a Portico on embedded state (what `npm start` runs).
+// on Redis), the same bare server writing its answers after the turn's reads (as Portico and the floor
+// do: their answers leave together, not one between two reads), and a Portico on embedded state (what
+// `npm start` runs).
 import type { ScenarioDefinition } from '../lib/scenario.ts';
 import { clearLogs, pidsOf, truncate, wrk } from '../lib/context.ts';
 import type { Ratio, Target } from '../lib/measure.ts';
@@ -20,6 +22,8 @@ export const scenario: ScenarioDefinition = {
     ];
     const floor = 'bare Node HTTPS + the limiter call (floor)';
     if (ctx.bareLimited) targets.push({ name: floor, pids: pidsOf(ctx.bareLimited.process), onServerCore: true, load: wrk(ctx, ctx.bareLimited.port, 'api.localhost', '/v1/categories') });
+    const batched = 'bare Node HTTPS, answers after the turn\'s reads (info)';
+    if (ctx.bareAfterReads) targets.push({ name: batched, pids: pidsOf(ctx.bareAfterReads.process), onServerCore: true, load: wrk(ctx, ctx.bareAfterReads.port, 'api.localhost', '/v1/categories') });
     if (variant) targets.push({ name: 'Portico /v1 (variant)', pids: pidsOf(variant.process), onServerCore: true, load: wrk(ctx, variant.https, 'api.localhost', '/v1/categories', { headers: auth }) });
     if (embedded) targets.push({ name: 'Portico /v1, embedded state (info)', pids: pidsOf(embedded.portico.process), onServerCore: true, before: truncate(embedded.portico.logFile), load: wrk(ctx, embedded.portico.https, 'api.localhost', '/v1/categories', { headers: embedded.auth }) });
     const ratios: Ratio[] = [
@@ -28,6 +32,8 @@ export const scenario: ScenarioDefinition = {
       { label: 'Portico ÷ bare req per CPU-second', num: 'Portico /v1', den: 'bare Node HTTPS', metric: 'perCpuSecond' },
       { label: 'floor ÷ bare req per CPU-second (the limiter round trip alone)', num: floor, den: 'bare Node HTTPS', metric: 'perCpuSecond' },
       { label: 'Portico ÷ floor req per CPU-second (Portico\'s own work)', num: 'Portico /v1', den: floor, metric: 'perCpuSecond' },
+      { label: 'bare, answers after the turn\'s reads ÷ bare req per CPU-second', num: batched, den: 'bare Node HTTPS', metric: 'perCpuSecond' },
+      { label: 'floor ÷ bare answering after the turn\'s reads, req per CPU-second (the Redis round trip\'s cost)', num: floor, den: batched, metric: 'perCpuSecond' },
       { label: 'Portico embedded ÷ bare req/s', num: 'Portico /v1, embedded state (info)', den: 'bare Node HTTPS', metric: 'rps' },
       { label: 'Portico embedded ÷ Portico Redis req per CPU-second', num: 'Portico /v1, embedded state (info)', den: 'Portico /v1', metric: 'perCpuSecond' },
     ];
