@@ -7,6 +7,7 @@ import t from 'tap';
 import type { Redis } from 'ioredis';
 import { connectRedis } from '../../src/state/redis.ts';
 import { announcedPrimary } from '../../src/state/sentinel-switch.ts';
+import { RedisLimiter } from '../../src/ratelimit/redis-limiter.ts';
 import { cli, startSentinel } from '../helpers/redis-topology.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -36,6 +37,14 @@ t.test('a switchover: both connections move to the new primary and stay there th
   await subscriber.subscribe('portico:switch-test');
   const before = await topology.primary();
   t.equal(peerPort(client), before.port, 'the client starts on the primary');
+  // the limiter's own connection takes its node from the client (limiter-nodes.ts)
+  const limiter = new RedisLimiter(conns);
+  t.teardown(() => limiter.close());
+  // X-RateLimit-* reports the day here (fewest remaining), so a minute boundary meanwhile changes nothing
+  const limit = { perMinute: 100_000, perDay: 1000 };
+  const ban = { refusals: 1000, windowSeconds: 60, banSeconds: 60 };
+  const first = await limiter.consume('switch-test', limit, ban);
+  t.equal(first.remaining, limit.perDay - 1, 'the limiter counts on the primary');
 
   await cli(topology.sentinels[0].port, 'SENTINEL', 'FAILOVER', topology.name);
   const deadline = Date.now() + 15_000;
@@ -57,4 +66,7 @@ t.test('a switchover: both connections move to the new primary and stay there th
   t.equal(await client.publish('portico:switch-test', 'after'), 1, 'the subscriber is subscribed again');
   while (messages.length === 0 && Date.now() < deadline) await sleep(20);
   t.same(messages, ['after']);
+  // the switchover moved the counters with the data (the replica had them): counting goes on from there
+  const next = await limiter.consume('switch-test', limit, ban);
+  t.equal(next.remaining, limit.perDay - 2, 'the limiter counts on the new primary, from where it was');
 });
