@@ -2,11 +2,12 @@
 // Sentinel topology and one on a TLS Cluster (every node TLS only, replication and the cluster bus
 // too), each trusting the topology's self-signed certificate through NODE_EXTRA_CA_CERTS. State and
 // the limiter's own connections work over TLS with the password, which appears in no log line and
-// nowhere in /readyz or /metrics. No failover here (redis-sentinel.test.ts, redis-cluster.test.ts).
+// nowhere in /readyz or /metrics; on Sentinel, the failover announcements are listened to over TLS on
+// every sentinel. No failover here (redis-sentinel.test.ts, redis-cluster.test.ts, state/sentinel-switch.test.ts).
 import t from 'tap';
 import { spawnPortico, cleanup, type Child } from '../helpers/portico.ts';
 import { api, admin, accountWithKey } from '../helpers/client.ts';
-import { startCluster, startSentinel } from '../helpers/redis-topology.ts';
+import { cli, startCluster, startSentinel, type SentinelTopology } from '../helpers/redis-topology.ts';
 
 const PASSWORD = 'tls-topology-secret-42';
 
@@ -33,6 +34,18 @@ for (const [mode, start] of [['sentinel', () => startSentinel({ tls: true, passw
     t.equal(first.status, 200);
     t.match(first.json, [{ name: 'over tls' }]);
     t.equal(Number(second.headers['x-ratelimit-remaining']), Number(first.headers['x-ratelimit-remaining']) - 1, 'counted in Redis');
+
+    if (mode === 'sentinel') {
+      // the sentinels' failover announcements are listened to over TLS too (sentinel-switch.ts)
+      for (const sentinel of (topology as SentinelTopology).sentinels) {
+        let clients = '';
+        for (const deadline = Date.now() + 5000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 100))) {
+          clients = await cli(sentinel.port, 'CLIENT', 'LIST');
+          if (/name=portico-switch\b[^\n]*\bsub=1\b/.test(clients)) break;
+        }
+        t.match(clients, /name=portico-switch\b[^\n]*\bsub=1\b/, `subscribed to +switch-master on the sentinel at :${sentinel.port}`);
+      }
+    }
 
     const metrics = await admin(portico.ports.admin, 'GET', '/metrics');
     for (const [what, text] of [['the log', portico.logs.join('\n')], ['/readyz', ready.text], ['/metrics', metrics.text]]) {
