@@ -22,17 +22,17 @@ const body = process.env.BODY_FILE ? readFileSync(process.env.BODY_FILE) : Buffe
 const tls = { key: readFileSync(process.env.KEY_FILE!), cert: readFileSync(process.env.CERT_FILE!), ciphers: CIPHERS, honorCipherOrder: true };
 
 const headers = { 'content-type': 'application/json; charset=utf-8', 'content-length': body.length };
-const answer = (req: IncomingMessage | http2.Http2ServerRequest, res: ServerResponse | http2.Http2ServerResponse) => {
-  req.resume();
+const write = (res: ServerResponse | http2.Http2ServerResponse) => {
   (res as ServerResponse).writeHead(200, headers);
   res.end(body);
 };
+const answer = (req: IncomingMessage | http2.Http2ServerRequest, res: ServerResponse | http2.Http2ServerResponse) => {
+  req.resume();
+  write(res);
+};
 const answerAfterReads = (req: IncomingMessage | http2.Http2ServerRequest, res: ServerResponse | http2.Http2ServerResponse) => {
   req.resume();
-  afterReads(() => {
-    (res as ServerResponse).writeHead(200, headers);
-    res.end(body);
-  });
+  afterReads(() => write(res));
 };
 
 const limited = (() => {

@@ -1,7 +1,7 @@
 // Connects to Redis in the topology PORTICO_REDIS_URL names (redis-url.ts). ioredis does the topology
 // itself: for Sentinel it asks the sentinels for the primary and follows failovers (sentinel-switch.ts
-// moves it at the sentinels' +switch-master notices); for Cluster it keeps the slot map, follows MOVED/ASK and re-subscribes
-// pub/sub when a node goes away.
+// moves it at the sentinels' +switch-master notices); for Cluster it keeps the slot map, follows
+// MOVED/ASK and re-subscribes pub/sub when a node goes away.
 //
 // Key layout on a Cluster: every state key is prefixed with the hash tag `{portico}:` (ioredis's
 // keyPrefix), so all of them live in one slot. Every script and MULTI the stores run therefore works
