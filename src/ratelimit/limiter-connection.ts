@@ -13,28 +13,13 @@
 //   failover to a replica without it) resends that call as EVAL.
 // - When the connection breaks, its waiting calls fail at once and it is opened again in the
 //   background; a call arriving meanwhile opens it at once instead of waiting for the backoff.
-import net from 'node:net';
-import tls from 'node:tls';
+import type net from 'node:net';
 import { createHash } from 'node:crypto';
 import { afterReads } from '../after-reads.ts';
 import { bulk, INCOMPLETE, ReplyError, ReplyReader, type Reply } from './resp.ts';
+import { openSocket, setupCommands, type LimiterConnectionOptions } from './limiter-socket.ts';
 
-export interface LimiterConnectionOptions {
-  host?: string;
-  port?: number;
-  /** a Unix socket instead of host and port */
-  path?: string;
-  family?: number;
-  username?: string;
-  password?: string;
-  db?: number;
-  /** set: TLS (rediss://), with these options unless `true` */
-  tls?: tls.ConnectionOptions | true;
-  connectTimeoutMs?: number;
-  /** bounds each call from the moment it is made; undefined: no bound */
-  commandTimeoutMs?: number;
-  connectionName?: string;
-}
+export type { LimiterConnectionOptions };
 
 interface Pending {
   /** the script call's RESP after the script name (numkeys, keys, args); null: a setup command */
@@ -133,33 +118,19 @@ export class LimiterConnection {
       clearTimeout(this.#reconnectTimer);
       this.#reconnectTimer = null;
     }
-    const o = this.#options;
-    const target = o.path ? { path: o.path } : { host: o.host ?? '127.0.0.1', port: o.port ?? 6379, family: o.family };
-    const socket = o.tls
-      ? tls.connect({ ...target, servername: o.host && !net.isIP(o.host) ? o.host : undefined, ...(o.tls === true ? {} : o.tls) })
-      : net.connect(target);
+    const socket = openSocket(this.#options);
     this.#socket = socket;
     this.#state = 'connecting';
     this.#replies.clear();
-    socket.setNoDelay(true);
-    socket.setKeepAlive(true, 30_000);
-    if (o.connectTimeoutMs) socket.setTimeout(o.connectTimeoutMs, () => socket.destroy());
-    socket.once(o.tls ? 'secureConnect' : 'connect', () => {
+    socket.once(this.#options.tls ? 'secureConnect' : 'connect', () => {
       if (this.#socket !== socket) return;
       socket.setTimeout(0);
       this.#state = 'ready';
       // The setup goes before the calls queued while connecting: Redis runs them in this order.
-      const setup: string[][] = [];
-      if (o.password) setup.push(o.username ? ['AUTH', o.username, o.password] : ['AUTH', o.password]);
-      if (o.db) setup.push(['SELECT', String(o.db)]);
-      if (o.connectionName) setup.push(['CLIENT', 'SETNAME', o.connectionName]);
-      setup.push(['SCRIPT', 'LOAD', this.#script]);
       let text = '';
       const entries: Pending[] = [];
-      for (const command of setup) {
-        text += `*${command.length}\r\n${command.map(bulk).join('')}`;
-        // AUTH and SELECT must work; a name or a preloaded script are conveniences
-        const required = command[0] === 'AUTH' || command[0] === 'SELECT';
+      for (const { text: command, required } of setupCommands(this.#options, this.#script)) {
+        text += command;
         entries.push({
           args: null, argCount: 0, deadline: Infinity, settled: false,
           resolve: (reply) => { if (required && reply instanceof ReplyError) socket.destroy(); },
