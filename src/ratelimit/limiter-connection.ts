@@ -19,8 +19,6 @@ import { afterReads } from '../after-reads.ts';
 import { bulk, INCOMPLETE, ReplyError, ReplyReader, type Reply } from './resp.ts';
 import { openSocket, setupCommands, type LimiterConnectionOptions } from './limiter-socket.ts';
 
-export type { LimiterConnectionOptions };
-
 interface Pending {
   /** the script call's RESP after the script name (numkeys, keys, args); null: a setup command */
   args: string | null;

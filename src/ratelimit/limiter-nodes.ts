@@ -11,7 +11,8 @@
 //   asked to look again, and the call fails (the failover limiter answers it from this instance) unless
 //   ioredis already names another primary.
 // A call keeps its first deadline through every retry, so none waits past the command timeout.
-import { LimiterConnection, type LimiterConnectionOptions } from './limiter-connection.ts';
+import { LimiterConnection } from './limiter-connection.ts';
+import type { LimiterConnectionOptions } from './limiter-socket.ts';
 import { ReplyError, type Reply } from './resp.ts';
 
 export interface LimiterTopology {
