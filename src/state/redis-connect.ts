@@ -103,6 +103,8 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
             sentinelRetryStrategy: retryStrategy,
             enableTLSForSentinelMode: target.tls,
             sentinelTLS: target.tls ? {} : undefined,
+            sentinelUsername: target.sentinelUsername,
+            sentinelPassword: target.sentinelPassword,
           }
         : { host: target.addresses[0].host, port: target.addresses[0].port };
     const base = { ...common, ...where, db: target.db, retryStrategy, reconnectOnError };
@@ -111,11 +113,11 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
   }
   if (target.mode === 'sentinel') {
     // a failover announced by the sentinels moves both connections at once instead of at their next failure
-    const follower = followSwitches(target.addresses, target.name!, target.tls, [client, subscriber]);
+    const follower = followSwitches(target, [client, subscriber]);
     client.once('end', () => follower.close());
   }
   // errors are reported through health(), metrics and request outcomes; without a listener ioredis logs them
-  client.on('error', (err: Error) => void (health.connectionError = err));
+  client.on('error', (err: Error) => void (health.connectionError = target.mode === 'sentinel' ? withSentinelHint(err, target) : err));
   subscriber.on('error', () => undefined);
 
   const cluster = target.mode === 'cluster' ? (client as unknown as Cluster) : null;
@@ -166,4 +168,12 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     reportError,
     options,
   };
+}
+
+/** A sentinel's refusal to talk to us, with what to change in the URL (never the password itself). */
+function withSentinelHint(err: Error, target: RedisTarget): Error {
+  if (!err.message.startsWith('All sentinels are unreachable')) return err;
+  if (/NOAUTH/.test(err.message) && !target.sentinelPassword) return new Error(`${err.message} (the sentinels require a password: add ?sentinel_password=… to PORTICO_REDIS_URL)`);
+  if (/WRONGPASS|invalid password/i.test(err.message)) return new Error(`${err.message} (the sentinels refused sentinel_username/sentinel_password in PORTICO_REDIS_URL)`);
+  return err;
 }

@@ -1,6 +1,12 @@
 // PORTICO_REDIS_URL's forms (DESIGN §8). ioredis reads `redis://` itself, but the Sentinel and
 // Cluster forms list several servers in the authority (`h:p,h:p`), which WHATWG URL parsing refuses,
 // so every form is taken apart here. User and password are kept out of every message.
+//
+// Sentinels that require a password of their own (`requirepass` in sentinel.conf) are given it in the
+// Sentinel forms' query: `?sentinel_password=…[&sentinel_username=…]`, the spelling other Sentinel URL
+// parsers use (redis-py's Redis-Sentinel-Url, prefect-redis), percent-encoded as in the user part (a `+`
+// stays a `+`). The URL's own user and password are the Redis servers'; sentinels without a query are
+// reached without credentials.
 
 export type RedisMode = 'standalone' | 'sentinel' | 'cluster';
 
@@ -19,10 +25,13 @@ export interface RedisTarget {
   db: number;
   username?: string;
   password?: string;
+  /** sentinel: credentials for the sentinels themselves (the query's sentinel_username, sentinel_password) */
+  sentinelUsername?: string;
+  sentinelPassword?: string;
 }
 
 export const ACCEPTED_FORMS =
-  'redis://[user:password@]host:port[/db], rediss://…, redis+sentinel://[user:password@]host:port[,host:port…]/<primary name>[/db], rediss+sentinel://…, redis+cluster://[user:password@]host:port[,host:port…] or rediss+cluster://…';
+  'redis://[user:password@]host:port[/db], rediss://…, redis+sentinel://[user:password@]host:port[,host:port…]/<primary name>[/db][?sentinel_password=…[&sentinel_username=…]], rediss+sentinel://…, redis+cluster://[user:password@]host:port[,host:port…] or rediss+cluster://…';
 
 const SCHEMES: Record<string, { mode: RedisMode; tls: boolean }> = {
   redis: { mode: 'standalone', tls: false },
@@ -33,14 +42,16 @@ const SCHEMES: Record<string, { mode: RedisMode; tls: boolean }> = {
   'rediss+cluster': { mode: 'cluster', tls: true },
 };
 
+const SENTINEL_QUERY = new Set(['sentinel_username', 'sentinel_password']);
+
 const DEFAULT_PORT: Record<RedisMode, number> = { standalone: 6379, sentinel: 26379, cluster: 6379 };
 
 /** The target, or an Error whose message names what is wrong and never the credentials. */
 export function parseRedisUrl(text: string): RedisTarget | Error {
-  const match = /^([a-z+]+):\/\/(?:([^@/]*)@)?([^/?#]*)(\/[^?#]*)?$/i.exec(text.trim());
+  const match = /^([a-z+]+):\/\/(?:([^@/]*)@)?([^/?#]*)(\/[^?#]*)?(?:\?([^#]*))?$/i.exec(text.trim());
   const scheme = match && SCHEMES[match[1].toLowerCase()];
   if (!match || !scheme) return new Error(`must be one of ${ACCEPTED_FORMS}; got ${JSON.stringify(redact(text))}`);
-  const [, , userinfo, authority, pathname = ''] = match;
+  const [, , userinfo, authority, pathname = '', query] = match;
   const fail = (what: string) => new Error(`${what} (accepted: ${ACCEPTED_FORMS}); got ${JSON.stringify(redact(text))}`);
 
   const addresses: RedisAddress[] = [];
@@ -78,7 +89,25 @@ export function parseRedisUrl(text: string): RedisTarget | Error {
       return fail('has a user or password that is not valid percent-encoding');
     }
   }
-  return { mode: scheme.mode, tls: scheme.tls, addresses, name, db, username, password };
+  const sentinel: Record<string, string> = {};
+  if (query !== undefined) {
+    if (scheme.mode !== 'sentinel') return fail('takes no query: only the Sentinel forms take ?sentinel_password=…');
+    for (const pair of query.split('&')) {
+      const eq = pair.indexOf('=');
+      const key = eq === -1 ? pair : pair.slice(0, eq);
+      if (!SENTINEL_QUERY.has(key)) return fail(`has an unknown query parameter ${JSON.stringify(key.slice(0, 40))} (known: sentinel_username, sentinel_password)`);
+      if (Object.hasOwn(sentinel, key)) return fail(`names ${key} twice`);
+      try {
+        sentinel[key] = decodeURIComponent(eq === -1 ? '' : pair.slice(eq + 1));
+      } catch {
+        return fail(`has a ${key} that is not valid percent-encoding`);
+      }
+    }
+  }
+  return {
+    mode: scheme.mode, tls: scheme.tls, addresses, name, db, username, password,
+    ...(scheme.mode === 'sentinel' && { sentinelUsername: sentinel.sentinel_username || undefined, sentinelPassword: sentinel.sentinel_password || undefined }),
+  };
 }
 
 function parseAddress(text: string, defaultPort: number): RedisAddress | null {
@@ -89,7 +118,12 @@ function parseAddress(text: string, defaultPort: number): RedisAddress | null {
   return { host: m[1].startsWith('[') ? m[1].slice(1, -1) : m[1], port };
 }
 
-/** The URL with user and password replaced, for logs and messages. */
+/**
+ * The URL with user and password replaced, for logs and messages; every query value too (the
+ * sentinels' credentials, and whatever a misspelt parameter carries).
+ */
 export function redact(text: string): string {
-  return text.replace(/^([a-z+]+:\/\/)[^@/]*@/i, (_all, scheme: string) => `${scheme}***@`);
+  return text
+    .replace(/^([a-z+]+:\/\/)[^@/]*@/i, (_all, scheme: string) => `${scheme}***@`)
+    .replace(/([?&][^=&#]*=)[^&#]*/g, (_all, key: string) => `${key}***`);
 }

@@ -153,10 +153,15 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
   });
   // messages may have been missed while disconnected
   subscriber.on('ready', flush);
-  await subscriber.subscribe(CHANNEL).catch(() => undefined);
   // subscribed first, so a change made while the index loads is not missed; the client must be
-  // connected (it queues nothing offline), or the load fails at once while Redis is merely slow to answer
-  await connected(client, READY_WAIT_MS);
+  // connected (it queues nothing offline), or the load fails at once while Redis is merely slow to answer.
+  // Both waits are bounded: the subscription stays queued (and ioredis resubscribes after every
+  // reconnect), but a Redis that cannot be reached — sentinels that refuse us among them — must stop the
+  // start with its error, not hold it silently
+  await Promise.all([
+    within(subscriber.subscribe(CHANNEL).catch(() => undefined), READY_WAIT_MS),
+    connected(client, READY_WAIT_MS),
+  ]);
   await routeIndex.load();
 
   const publish = (message: string) => client.publish(CHANNEL, message).catch(() => undefined);
@@ -270,6 +275,12 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
       client.disconnect();
     },
   };
+}
+
+/** Resolves when `promise` settles or after `ms`, whichever comes first. */
+function within(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]).then(() => clearTimeout(timer));
 }
 
 /** Resolves once the client is ready, or after `ms` (its next command then reports what is wrong). */

@@ -16,7 +16,7 @@
 // <new port>`). A connection whose peer cannot be compared with that (a hostname announced, another
 // address for the same server) is reconnected, as before: one gap too many, never a missed failover.
 import { Redis } from 'ioredis';
-import type { RedisAddress } from './redis-url.ts';
+import type { RedisAddress, RedisTarget } from './redis-url.ts';
 
 const CHANNEL = '+switch-master';
 
@@ -25,15 +25,18 @@ export interface SwitchFollower {
 }
 
 /**
- * Subscribes to +switch-master on every sentinel in `sentinels` and moves each of `clients` to the
- * announced primary of `name` when it is not already there.
+ * Subscribes to +switch-master on every sentinel of `target` (a Sentinel URL's) and moves each of
+ * `clients` to the announced primary of its primary name when it is not already there.
  */
-export function followSwitches(sentinels: RedisAddress[], name: string, tls: boolean, clients: Redis[]): SwitchFollower {
-  const listeners = sentinels.map((sentinel) => {
+export function followSwitches(target: Pick<RedisTarget, 'addresses' | 'name' | 'tls' | 'sentinelUsername' | 'sentinelPassword'>, clients: Redis[]): SwitchFollower {
+  const name = target.name!;
+  const listeners = target.addresses.map((sentinel) => {
     const listener = new Redis({
       host: sentinel.host,
       port: sentinel.port,
-      tls: tls ? {} : undefined,
+      tls: target.tls ? {} : undefined,
+      username: target.sentinelUsername,
+      password: target.sentinelPassword,
       connectionName: 'portico-switch',
       // it only subscribes: keep trying, never fail a command
       enableOfflineQueue: true,

@@ -60,6 +60,8 @@ export interface TopologyOptions {
   tls?: boolean;
   /** requirepass on the Redis nodes (not the sentinels) */
   password?: string;
+  /** Sentinel: requirepass on the sentinels themselves, given in the URL as ?sentinel_password= */
+  sentinelPassword?: string;
 }
 
 /** redis-cli's TLS and password arguments per port of a topology that has them */
@@ -173,12 +175,15 @@ export async function startSentinel({ name = 'portico', ...options }: { name?: s
     const dir = path.join(root, `sentinel-${i}`);
     mkdirSync(dir);
     const conf = path.join(dir, 'sentinel.conf');
-    cliArgs.set(port, sec.cli);
+    const sentinelAuth = options.sentinelPassword ? ['-a', options.sentinelPassword, '--no-auth-warning'] : [];
+    cliArgs.set(port, [...sec.cli, ...sentinelAuth]);
     writeFileSync(conf, [
       ...(options.tls ? ['port 0', `tls-port ${port}`, ...sec.conf] : [`port ${port}`]),
       'bind 127.0.0.1', `dir ${dir}`,
       `sentinel monitor ${name} 127.0.0.1 ${ports[0]} 2`,
       ...(options.password ? [`sentinel auth-pass ${name} ${options.password}`] : []),
+      // the sentinels' own password, which they also use with each other
+      ...(options.sentinelPassword ? [`requirepass ${options.sentinelPassword}`, `sentinel sentinel-pass ${options.sentinelPassword}`] : []),
       `sentinel down-after-milliseconds ${name} 1000`,
       `sentinel failover-timeout ${name} 5000`,
       '',
@@ -197,7 +202,7 @@ export async function startSentinel({ name = 'portico', ...options }: { name?: s
   });
   const byPort = (port: number) => nodes.find((n) => n.port === port)!;
   return {
-    url: `${options.tls ? 'rediss' : 'redis'}+sentinel://${userinfo(options)}${sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${name}`,
+    url: `${options.tls ? 'rediss' : 'redis'}+sentinel://${userinfo(options)}${sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${name}${options.sentinelPassword ? `?sentinel_password=${encodeURIComponent(options.sentinelPassword)}` : ''}`,
     caFile: sec.caFile,
     name,
     nodes,

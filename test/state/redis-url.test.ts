@@ -16,6 +16,28 @@ t.test('the accepted forms', async (t) => {
   t.match(parseRedisUrl('rediss+cluster://u:pw@n1:7000'), { mode: 'cluster', tls: true, username: 'u', password: 'pw' });
 });
 
+t.test('sentinels with a password of their own: ?sentinel_password= (and sentinel_username)', async (t) => {
+  t.match(parseRedisUrl('redis+sentinel://app:pw@s1:26379,s2:26380/portico?sentinel_password=s%2Bp%40ss%2F1'), {
+    mode: 'sentinel', name: 'portico', username: 'app', password: 'pw', sentinelUsername: undefined, sentinelPassword: 's+p@ss/1',
+  });
+  t.match(parseRedisUrl('rediss+sentinel://s1/main/2?sentinel_username=watch&sentinel_password=a+b'), { tls: true, db: 2, sentinelUsername: 'watch', sentinelPassword: 'a+b' }, 'a + stays a +');
+  const plain = parseRedisUrl('redis+sentinel://s1/main');
+  t.equal((plain as { sentinelPassword?: string }).sentinelPassword, undefined, 'none: the sentinels are reached without credentials');
+  t.equal((parseRedisUrl('redis+sentinel://s1/main?sentinel_password=') as { sentinelPassword?: string }).sentinelPassword, undefined, 'empty is none');
+  for (const [url, why] of [
+    ['redis://h:6379?sentinel_password=topsecret', /takes no query/],
+    ['redis+cluster://h:7000?sentinel_password=topsecret', /takes no query/],
+    ['redis+sentinel://s1/main?password=topsecret', /unknown query parameter "password"/],
+    ['redis+sentinel://s1/main?sentinel_password=topsecret&sentinel_password=topsecret', /sentinel_password twice/],
+    ['redis+sentinel://s1/main?sentinel_password=top%secret', /not valid percent-encoding/],
+  ] as const) {
+    const parsed = parseRedisUrl(url);
+    t.ok(parsed instanceof Error, `${redact(url)} is refused`);
+    t.match((parsed as Error).message, why);
+    t.notMatch((parsed as Error).message, /topsecret|top%secret/, 'without the password');
+  }
+});
+
 t.test('wrong URLs are refused with the accepted forms, never the password', async (t) => {
   for (const url of [
     'http://u:topsecret@10.0.0.5:6379',
@@ -47,4 +69,6 @@ t.test('a wrong URL stops the configuration with one problem', async (t) => {
 t.test('redact hides user and password', async (t) => {
   t.equal(redact('redis+sentinel://app:pw@h:1,h:2/p'), 'redis+sentinel://***@h:1,h:2/p');
   t.equal(redact('redis://h:6379'), 'redis://h:6379');
+  t.equal(redact('redis+sentinel://app:pw@h:1/p?sentinel_username=w&sentinel_password=s%2B1'), 'redis+sentinel://***@h:1/p?sentinel_username=***&sentinel_password=***');
+  t.equal(redact('redis+sentinel://h:1?sentinel_password=a@b'), 'redis+sentinel://***@b', 'an @ in the query: the password before it is still hidden');
 });
