@@ -95,7 +95,8 @@ export function parseRedisUrl(text: string): RedisTarget | Error {
     for (const pair of query.split('&')) {
       const eq = pair.indexOf('=');
       const key = eq === -1 ? pair : pair.slice(0, eq);
-      if (!SENTINEL_QUERY.has(key)) return fail(`has an unknown query parameter ${JSON.stringify(key.slice(0, 40))} (known: sentinel_username, sentinel_password)`);
+      // not echoed: a misplaced password may be what it is
+      if (!SENTINEL_QUERY.has(key)) return fail('has a query parameter other than sentinel_username and sentinel_password');
       if (Object.hasOwn(sentinel, key)) return fail(`names ${key} twice`);
       try {
         sentinel[key] = decodeURIComponent(eq === -1 ? '' : pair.slice(eq + 1));
@@ -120,10 +121,10 @@ function parseAddress(text: string, defaultPort: number): RedisAddress | null {
 
 /**
  * The URL with user and password replaced, for logs and messages; every query value too (the
- * sentinels' credentials, and whatever a misspelt parameter carries).
+ * sentinels' credentials, and whatever a misspelt parameter carries: a parameter without `=` whole).
  */
 export function redact(text: string): string {
   return text
     .replace(/^([a-z+]+:\/\/)[^@/]*@/i, (_all, scheme: string) => `${scheme}***@`)
-    .replace(/([?&][^=&#]*=)[^&#]*/g, (_all, key: string) => `${key}***`);
+    .replace(/([?&])([^=&#]*)(=?)[^&#]*/g, (_all, separator: string, key: string, eq: string) => (eq ? `${separator}${key}=***` : `${separator}***`));
 }

@@ -27,7 +27,8 @@ t.test('sentinels with a password of their own: ?sentinel_password= (and sentine
   for (const [url, why] of [
     ['redis://h:6379?sentinel_password=topsecret', /takes no query/],
     ['redis+cluster://h:7000?sentinel_password=topsecret', /takes no query/],
-    ['redis+sentinel://s1/main?password=topsecret', /unknown query parameter "password"/],
+    ['redis+sentinel://s1/main?password=topsecret', /query parameter other than sentinel_username and sentinel_password/],
+    ['redis+sentinel://s1/main?topsecret', /query parameter other than/],
     ['redis+sentinel://s1/main?sentinel_password=topsecret&sentinel_password=topsecret', /sentinel_password twice/],
     ['redis+sentinel://s1/main?sentinel_password=top%secret', /not valid percent-encoding/],
   ] as const) {
@@ -71,4 +72,5 @@ t.test('redact hides user and password', async (t) => {
   t.equal(redact('redis://h:6379'), 'redis://h:6379');
   t.equal(redact('redis+sentinel://app:pw@h:1/p?sentinel_username=w&sentinel_password=s%2B1'), 'redis+sentinel://***@h:1/p?sentinel_username=***&sentinel_password=***');
   t.equal(redact('redis+sentinel://h:1?sentinel_password=a@b'), 'redis+sentinel://***@b', 'an @ in the query: the password before it is still hidden');
+  t.equal(redact('redis+sentinel://h:1/p?topsecret&sentinel_password=x'), 'redis+sentinel://h:1/p?***&sentinel_password=***', 'a parameter without = is hidden whole');
 });
