@@ -286,15 +286,8 @@ function within(promise: Promise<unknown>, ms: number): Promise<void> {
 /** Resolves once the client is ready, or after `ms` (its next command then reports what is wrong). */
 function connected(client: Redis, ms: number): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      client.off('ready', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    client.once('ready', done);
-  });
+  let done = () => {};
+  return within(new Promise<void>((resolve) => client.once('ready', (done = resolve))), ms).then(() => void client.off('ready', done));
 }
 
 function splitOnce(message: string): [string, string] {
