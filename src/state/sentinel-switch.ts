@@ -13,8 +13,12 @@
 // reconnect asks the sentinels, as its own detector's does.
 //
 // An announcement names the new primary as the sentinels know it (`<name> <old ip> <old port> <new ip>
-// <new port>`). A connection whose peer cannot be compared with that (a hostname announced, another
-// address for the same server) is reconnected, as before: one gap too many, never a missed failover.
+// <new port>`): an address, or with `announce-hostnames` (Kubernetes charts set it) a hostname, which is
+// looked up and compared by its addresses, as a connection's peer is one. A connection whose peer cannot
+// be matched (the lookup failed, another address for the same server) is reconnected: one gap too many,
+// never a missed failover.
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import { Redis } from 'ioredis';
 import type { RedisAddress, RedisTarget } from './redis-url.ts';
 
@@ -51,11 +55,11 @@ export function followSwitches(target: Pick<RedisTarget, 'addresses' | 'name' | 
       if (channel !== CHANNEL) return;
       const primary = announcedPrimary(message, name);
       if (primary === null) return;
-      for (const client of clients) {
-        // waiting out its backoff after a lost connection: try now, the sentinels name the new primary
-        if (client.status === 'reconnecting') client.connect().catch(() => undefined);
-        else if (connectedElsewhere(client, primary)) client.disconnect(true);
-      }
+      // waiting out its backoff after a lost connection: try now, the sentinels name the new primary
+      for (const client of clients) if (client.status === 'reconnecting') client.connect().catch(() => undefined);
+      void addressesOf(primary.host).then((addresses) => {
+        for (const client of clients) if (connectedElsewhere(client, addresses, primary.port)) client.disconnect(true);
+      });
     });
     return listener;
   });
@@ -75,13 +79,20 @@ export function announcedPrimary(message: string, name: string): RedisAddress | 
   return { host: fields[3], port };
 }
 
-/** ready on another server than `primary`; a connection being made asks the sentinels anyway */
-function connectedElsewhere(client: Redis, primary: RedisAddress): boolean {
-  if (client.status !== 'ready') return false;
-  const stream = (client as unknown as { stream?: { remoteAddress?: string; remotePort?: number } }).stream;
-  return !(stream?.remotePort === primary.port && stream.remoteAddress !== undefined && sameAddress(stream.remoteAddress, primary.host));
+/** An announced host's addresses: itself when it is one, else what it resolves to (none if it does not). */
+export async function addressesOf(host: string): Promise<string[]> {
+  if (isIP(host)) return [host];
+  try {
+    return (await lookup(host, { all: true })).map((entry) => entry.address);
+  } catch {
+    return [];
+  }
 }
 
-function sameAddress(peer: string, announced: string): boolean {
-  return peer === announced || peer === `::ffff:${announced}`;
+/** ready on another server than `port` at one of `addresses`; a connection being made asks the sentinels anyway */
+function connectedElsewhere(client: Redis, addresses: string[], port: number): boolean {
+  if (client.status !== 'ready') return false;
+  const stream = (client as unknown as { stream?: { remoteAddress?: string; remotePort?: number } }).stream;
+  const peer = stream?.remoteAddress;
+  return !(stream?.remotePort === port && peer !== undefined && addresses.some((address) => peer === address || peer === `::ffff:${address}`));
 }

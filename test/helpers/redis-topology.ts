@@ -62,6 +62,8 @@ export interface TopologyOptions {
   password?: string;
   /** Sentinel: requirepass on the sentinels themselves, given in the URL as ?sentinel_password= */
   sentinelPassword?: string;
+  /** Sentinel: every node known and announced by the name `localhost` (`announce-hostnames`), not by address */
+  hostnames?: boolean;
 }
 
 /** redis-cli's TLS and password arguments per port of a topology that has them */
@@ -165,7 +167,9 @@ export async function startSentinel({ name = 'portico', ...options }: { name?: s
     const dir = path.join(root, `node-${i}`);
     mkdirSync(dir);
     cliArgs.set(port, [...sec.cli, ...passwordArgs(options)]);
-    nodes.push(startNode(port, dir, [...sec.node, ...authArgs(options), ...(i === 0 ? [] : ['--replicaof', '127.0.0.1', String(ports[0])])], undefined, options.tls));
+    const host = options.hostnames ? 'localhost' : '127.0.0.1';
+    const announce = options.hostnames ? ['--replica-announce-ip', 'localhost'] : [];
+    nodes.push(startNode(port, dir, [...sec.node, ...authArgs(options), ...announce, ...(i === 0 ? [] : ['--replicaof', host, String(ports[0])])], undefined, options.tls));
   }
   await Promise.all(nodes.map((n) => listening(n.port)));
   await until('replicas in sync', async () => (await Promise.all(nodes.slice(1).map((n) => linkUp(n.port)))).every(Boolean));
@@ -180,7 +184,8 @@ export async function startSentinel({ name = 'portico', ...options }: { name?: s
     writeFileSync(conf, [
       ...(options.tls ? ['port 0', `tls-port ${port}`, ...sec.conf] : [`port ${port}`]),
       'bind 127.0.0.1', `dir ${dir}`,
-      `sentinel monitor ${name} 127.0.0.1 ${ports[0]} 2`,
+      ...(options.hostnames ? ['sentinel resolve-hostnames yes', 'sentinel announce-hostnames yes'] : []),
+      `sentinel monitor ${name} ${options.hostnames ? 'localhost' : '127.0.0.1'} ${ports[0]} 2`,
       ...(options.password ? [`sentinel auth-pass ${name} ${options.password}`] : []),
       // the sentinels' own password, which they also use with each other
       ...(options.sentinelPassword ? [`requirepass ${options.sentinelPassword}`, `sentinel sentinel-pass ${options.sentinelPassword}`] : []),

@@ -2,11 +2,12 @@
 // a real Sentinel topology (a primary, two replicas, three sentinels) a switchover under the
 // connections of redis-connect.ts. Each sentinel announces +switch-master when it learns of the
 // failover, some a second or more after the others: a connection already on the new primary must
-// stay there through the later announcements (ioredis's own detector reconnected at each of them).
+// stay there through the later announcements (ioredis's own detector reconnected at each of them),
+// also when the sentinels announce nodes by hostname.
 import t from 'tap';
 import type { Redis } from 'ioredis';
 import { connectRedis } from '../../src/state/redis.ts';
-import { announcedPrimary } from '../../src/state/sentinel-switch.ts';
+import { addressesOf, announcedPrimary } from '../../src/state/sentinel-switch.ts';
 import { RedisLimiter } from '../../src/ratelimit/redis-limiter.ts';
 import { cli, startSentinel } from '../helpers/redis-topology.ts';
 
@@ -22,8 +23,17 @@ t.test('an announcement names the new primary of one name, or nothing', async (t
   for (const port of ['0', '65536', '63a', '-1', '']) t.equal(announcedPrimary(`portico 127.0.0.1 6379 127.0.0.1 ${port}`, 'portico'), null, `port "${port}"`);
 });
 
-t.test('a switchover: both connections move to the new primary and stay there through every announcement', async (t) => {
-  const topology = await startSentinel();
+t.test('an announced host is compared by its addresses', async (t) => {
+  t.same(await addressesOf('127.0.0.1'), ['127.0.0.1']);
+  t.same(await addressesOf('::1'), ['::1']);
+  t.ok((await addressesOf('localhost')).includes('127.0.0.1'), 'a hostname: what it resolves to');
+  t.same(await addressesOf('no-such-host.invalid'), [], 'one that does not resolve: none (the connection is moved, as before)');
+});
+
+for (const hostnames of [false, true]) t.test(`a switchover${hostnames ? ', nodes announced by hostname' : ''}: both connections move to the new primary and stay there through every announcement`, async (t) => {
+  // with announce-hostnames the sentinels name every node `localhost`, and the connections' peers are
+  // addresses: an announcement must be compared with what its name resolves to
+  const topology = await startSentinel({ hostnames });
   t.teardown(() => topology.stop());
   const conns = connectRedis(topology.url, { commandTimeoutMs: 1000 });
   t.teardown(() => {
