@@ -151,10 +151,21 @@ async function download(res: http.ServerResponse, bytes: number, gate: Promise<v
     for (let i = 0; i < size; i++) chunk[i] = downloadByte(sent + i);
     const first = sent === 0;
     sent += size;
-    if (!res.write(chunk)) await new Promise((resolve) => res.once('drain', resolve).once('close', resolve));
+    if (!res.write(chunk)) await drained(res);
     if (gate && first) await gate;
   }
   res.end();
+}
+
+/** Resolves at 'drain' or 'close', whichever comes first, and leaves no listener behind (one wait per chunk). */
+function drained(res: http.ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done).off('close', done);
+      resolve();
+    };
+    res.once('drain', done).once('close', done);
+  });
 }
 
 /** A port that refuses connections: bound once, then released. */
