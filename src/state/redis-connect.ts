@@ -57,7 +57,6 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     enableOfflineQueue: false,
     commandTimeout: commandTimeoutMs,
     maxRetriesPerRequest: 0,
-    lazyConnect: false,
     username: target.username,
     password: target.password,
     tls: target.tls ? {} : undefined,
@@ -86,6 +85,10 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
         clusterRetryStrategy: retryStrategy,
         // TLS certificates name the hosts as given; ioredis would otherwise resolve them first
         dnsLookup: (address, callback) => callback(null, address),
+        // without `lazyConnect: false`: the cluster makes its node connections lazily and opens them
+        // itself. Forced eager, a node first named in the slot map — every node, when the cluster names
+        // them by hostname (cluster-preferred-endpoint-type hostname) — failed the cluster's ready check
+        // ("Connection is closed") again and again, and the start with it
         redisOptions: { ...common, connectionName: name, commandTimeout: offline ? undefined : common.commandTimeout } as ClusterOptions['redisOptions'],
       } satisfies ClusterOptions) as unknown as Redis;
     client = make('portico', false);
@@ -107,7 +110,7 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
             sentinelPassword: target.sentinelPassword,
           }
         : { host: target.addresses[0].host, port: target.addresses[0].port };
-    const base = { ...common, ...where, db: target.db, retryStrategy, reconnectOnError };
+    const base = { ...common, ...where, lazyConnect: false, db: target.db, retryStrategy, reconnectOnError };
     client = new Redis({ ...base, connectionName: 'portico' });
     subscriber = new Redis({ ...base, enableOfflineQueue: true, commandTimeout: undefined, connectionName: 'portico-sub' });
   }

@@ -62,7 +62,10 @@ export interface TopologyOptions {
   password?: string;
   /** Sentinel: requirepass on the sentinels themselves, given in the URL as ?sentinel_password= */
   sentinelPassword?: string;
-  /** Sentinel: every node known and announced by the name `localhost` (`announce-hostnames`), not by address */
+  /**
+   * every node known and announced by the name `localhost`, not by address: Sentinel's
+   * `announce-hostnames`, Cluster's `cluster-announce-hostname` with hostname endpoints
+   */
   hostnames?: boolean;
 }
 
@@ -253,7 +256,7 @@ export async function startCluster(options: TopologyOptions = {}): Promise<Clust
     const dir = path.join(root, `node-${port}`);
     mkdirSync(dir);
     cliArgs.set(port, cliSecurity);
-    nodes.push(startNode(port, dir, [...sec.node, ...(options.tls ? ['--tls-cluster', 'yes'] : []), ...authArgs(options), '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000'], undefined, options.tls));
+    nodes.push(startNode(port, dir, [...sec.node, ...(options.tls ? ['--tls-cluster', 'yes'] : []), ...authArgs(options), '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', ...(options.hostnames ? ['--cluster-announce-hostname', 'localhost', '--cluster-preferred-endpoint-type', 'hostname'] : [])], undefined, options.tls));
   }
   await Promise.all(nodes.map((n) => listening(n.port)));
   await run('redis-cli', [...cliSecurity, '--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 });
