@@ -127,15 +127,18 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
 
   // called for every limiter call: the cluster's slot map already holds "host:port"
   const standalone = `${target.addresses[0].host}:${target.addresses[0].port}`;
-  let sentinelPrimary = { address: '', port: 0, key: '' };
+  let sentinelPrimary: { stream: object | null; key: string } = { stream: null, key: '' };
   const primaryFor = (slot: number): string | null => {
     if (cluster) return cluster.slots[slot]?.[0] ?? null;
     if (target.mode === 'standalone') return standalone;
-    // Sentinel: the primary is where ioredis's connection is, once it is ready there
-    const stream = (client as unknown as { stream?: { remoteAddress?: string; remotePort?: number } }).stream;
+    // Sentinel: the primary is where ioredis's connection is, once it is ready there (each connection
+    // is a new stream). Over TLS by the name the sentinels gave (`_host`, what net.Socket connected to):
+    // the certificate names that, and with announce-hostnames not the address.
+    const stream = (client as unknown as { stream?: { remoteAddress?: string; remotePort?: number; _host?: unknown } }).stream;
     if (client.status !== 'ready' || !stream?.remoteAddress || !stream.remotePort) return null;
-    if (sentinelPrimary.port !== stream.remotePort || sentinelPrimary.address !== stream.remoteAddress) {
-      sentinelPrimary = { address: stream.remoteAddress, port: stream.remotePort, key: `${stream.remoteAddress}:${stream.remotePort}` };
+    if (sentinelPrimary.stream !== stream) {
+      const host = target.tls && typeof stream._host === 'string' && stream._host !== '' ? stream._host : stream.remoteAddress;
+      sentinelPrimary = { stream, key: `${host}:${stream.remotePort}` };
     }
     return sentinelPrimary.key;
   };

@@ -56,7 +56,11 @@ export interface ClusterTopology {
 }
 
 export interface TopologyOptions {
-  /** TLS only on every node and sentinel, with a new self-signed certificate for localhost and 127.0.0.1 (`caFile`) */
+  /**
+   * TLS only on every node and sentinel, with a new self-signed certificate (`caFile`) for localhost
+   * and 127.0.0.1, or with `hostnames` for the name localhost only (as a Kubernetes certificate names
+   * services, not addresses)
+   */
   tls?: boolean;
   /** requirepass on the Redis nodes (not the sentinels) */
   password?: string;
@@ -86,7 +90,7 @@ async function security(root: string, options: TopologyOptions): Promise<{ caFil
     // extended key usage), and as the CA that verifies it
     out.caFile = path.join(root, 'cert.pem');
     const keyFile = path.join(root, 'key.pem');
-    await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', keyFile, '-out', out.caFile, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1']);
+    await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', keyFile, '-out', out.caFile, '-days', '1', '-subj', '/CN=localhost', '-addext', `subjectAltName=${options.hostnames ? 'DNS:localhost' : 'DNS:localhost,IP:127.0.0.1'}`]);
     const settings: Array<[string, string]> = [['tls-cert-file', out.caFile], ['tls-key-file', keyFile], ['tls-ca-cert-file', out.caFile], ['tls-auth-clients', 'no'], ['tls-replication', 'yes']];
     out.node = settings.flatMap(([k, v]) => [`--${k}`, v]);
     out.conf = settings.map(([k, v]) => `${k} ${v}`);
@@ -159,6 +163,9 @@ const authArgs = (o: TopologyOptions) => (o.password ? ['--requirepass', o.passw
 const passwordArgs = (o: TopologyOptions) => (o.password ? ['-a', o.password, '--no-auth-warning'] : []);
 const userinfo = (o: TopologyOptions) => (o.password ? `default:${encodeURIComponent(o.password)}@` : '');
 
+// with hostnames, the URL names the servers as a Kubernetes deployment does: by name
+const urlHost = (o: TopologyOptions) => (o.hostnames ? 'localhost' : '127.0.0.1');
+
 const linkUp = async (port: number) => (await cli(port, 'INFO', 'replication')).includes('master_link_status:up');
 
 export async function startSentinel({ name = 'portico', ...options }: { name?: string } & TopologyOptions = {}): Promise<SentinelTopology> {
@@ -210,7 +217,7 @@ export async function startSentinel({ name = 'portico', ...options }: { name?: s
   });
   const byPort = (port: number) => nodes.find((n) => n.port === port)!;
   return {
-    url: `${options.tls ? 'rediss' : 'redis'}+sentinel://${userinfo(options)}${sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${name}${options.sentinelPassword ? `?sentinel_password=${encodeURIComponent(options.sentinelPassword)}` : ''}`,
+    url: `${options.tls ? 'rediss' : 'redis'}+sentinel://${userinfo(options)}${sentinels.map((s) => `${urlHost(options)}:${s.port}`).join(',')}/${name}${options.sentinelPassword ? `?sentinel_password=${encodeURIComponent(options.sentinelPassword)}` : ''}`,
     caFile: sec.caFile,
     name,
     nodes,
@@ -280,7 +287,7 @@ export async function startCluster(options: TopologyOptions = {}): Promise<Clust
     return out;
   };
   return {
-    url: `${options.tls ? 'rediss' : 'redis'}+cluster://${userinfo(options)}${nodes.slice(0, 3).map((n) => `127.0.0.1:${n.port}`).join(',')}`,
+    url: `${options.tls ? 'rediss' : 'redis'}+cluster://${userinfo(options)}${nodes.slice(0, 3).map((n) => `${urlHost(options)}:${n.port}`).join(',')}`,
     caFile: sec.caFile,
     nodes,
     async primaryOf(slot) {

@@ -16,7 +16,10 @@ const run = promisify(execFile);
 const PASSWORD = 'tls-topology-secret-42';
 const SENTINEL_PASSWORD = 'sentinel+own/secret-17';
 
-for (const [mode, start] of [['sentinel', () => startSentinel({ tls: true, password: PASSWORD, sentinelPassword: SENTINEL_PASSWORD })], ['cluster', () => startCluster({ tls: true, password: PASSWORD })]] as const) {
+// hostnames: every node named `localhost` (Sentinel's announce-hostnames, the cluster's hostname
+// endpoints), the URL too, and a certificate for that name only: every connection, the limiter's own
+// included, must reach the servers by the names it was given, not by their addresses
+for (const [mode, start] of [['sentinel', () => startSentinel({ tls: true, hostnames: true, password: PASSWORD, sentinelPassword: SENTINEL_PASSWORD })], ['cluster', () => startCluster({ tls: true, hostnames: true, password: PASSWORD })]] as const) {
   t.test(`rediss+${mode}:// with a password`, async (t) => {
     const topology = await start();
     t.teardown(() => topology.stop());
@@ -24,7 +27,7 @@ for (const [mode, start] of [['sentinel', () => startSentinel({ tls: true, passw
     if (mode === 'sentinel') {
       t.match(topology.url, /\?sentinel_password=/);
       // without the password a sentinel answers nothing but NOAUTH (redis-cli here without cli()'s -a)
-      const { stdout } = await run('redis-cli', ['--tls', '--cacert', topology.caFile!, '-h', '127.0.0.1', '-p', String((topology as SentinelTopology).sentinels[0].port), 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', (topology as SentinelTopology).name]);
+      const { stdout } = await run('redis-cli', ['--tls', '--cacert', topology.caFile!, '-h', 'localhost', '-p', String((topology as SentinelTopology).sentinels[0].port), 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', (topology as SentinelTopology).name]);
       t.match(stdout, /NOAUTH/, 'the sentinels ask for a password');
       // and without ?sentinel_password= the start stops, saying what is missing (after its 5 s wait for Redis)
       const dataDir = tempDir('data');
