@@ -135,8 +135,9 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     // is a new stream). Over TLS by the name the sentinels gave (`_host`, what net.Socket connected to):
     // the certificate names that, and with announce-hostnames not the address.
     const stream = (client as unknown as { stream?: { remoteAddress?: string; remotePort?: number; _host?: unknown } }).stream;
-    if (client.status !== 'ready' || !stream?.remoteAddress || !stream.remotePort) return null;
+    if (client.status !== 'ready' || !stream) return null;
     if (sentinelPrimary.stream !== stream) {
+      if (!stream.remoteAddress || !stream.remotePort) return null;
       const host = target.tls && typeof stream._host === 'string' && stream._host !== '' ? stream._host : stream.remoteAddress;
       sentinelPrimary = { stream, key: `${host}:${stream.remotePort}` };
     }
