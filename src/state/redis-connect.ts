@@ -69,6 +69,9 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
 
   let client: Redis;
   let subscriber: Redis;
+  // a failover announced by the sentinels moves both connections at once instead of at their next
+  // failure, and keeps them off a primary the announcement replaced (sentinel-switch.ts)
+  const follower = target.mode === 'sentinel' ? followSwitches(target) : null;
   if (target.mode === 'cluster') {
     const make = (name: string, offline: boolean) =>
       new Cluster(target.addresses, {
@@ -108,15 +111,15 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
             sentinelTLS: target.tls ? {} : undefined,
             sentinelUsername: target.sentinelUsername,
             sentinelPassword: target.sentinelPassword,
+            Connector: follower?.Connector,
           }
         : { host: target.addresses[0].host, port: target.addresses[0].port };
     const base = { ...common, ...where, lazyConnect: false, db: target.db, retryStrategy, reconnectOnError };
     client = new Redis({ ...base, connectionName: 'portico' });
     subscriber = new Redis({ ...base, enableOfflineQueue: true, commandTimeout: undefined, connectionName: 'portico-sub' });
   }
-  if (target.mode === 'sentinel') {
-    // a failover announced by the sentinels moves both connections at once instead of at their next failure
-    const follower = followSwitches(target, [client, subscriber]);
+  if (follower) {
+    follower.follow([client, subscriber]);
     client.once('end', () => follower.close());
   }
   // errors are reported through health(), metrics and request outcomes; without a listener ioredis logs them

@@ -3,6 +3,7 @@
 // remembered (to check nothing acknowledged was lost), and the write outage is measured per
 // instance from its first failed write to the first write that succeeded after the last failure.
 import https from 'node:https';
+import type { Test } from 'tap';
 import type { Child } from './portico.ts';
 import { api } from './client.ts';
 
@@ -128,4 +129,37 @@ export function startTraffic(instances: Child[], key: string, { readers = 1, wri
       };
     },
   };
+}
+
+/** Writes refused by a planned switchover, from the first refusal to the first success after the last: at most this long */
+export const PLANNED_SWITCHOVER_MAX_OUTAGE_MS = 5000;
+
+/**
+ * A planned switchover (SENTINEL FAILOVER, CLUSTER FAILOVER): the old primary stays up and hands over,
+ * so reads all answer, writes answer 503 (none 500) at most while the replica is promoted, and none
+ * fails once writes worked again.
+ */
+export function checkPlannedSwitchover(t: Test, report: TrafficReport): void {
+  t.comment(`answers by status: ${JSON.stringify(report.byStatus)}; no answer: ${report.noAnswer}; longest request ${Math.round(report.longestMs)} ms; writes refused for ${report.outageMs === null ? 'ever' : `${Math.round(report.outageMs)} ms`}`);
+  t.equal(report.noAnswer, 0, 'every request got an answer');
+  t.same(Object.keys(report.readsByStatus), ['200'], `every read answered 200 (${JSON.stringify(report.readsByStatus)})`);
+  t.same(Object.keys(report.byStatus).map(Number).filter((s) => s >= 500 && s !== 503), [], 'the only 5xx is 503');
+  t.ok(report.outageMs !== null && report.outageMs <= PLANNED_SWITCHOVER_MAX_OUTAGE_MS, `writes refused for at most ${PLANNED_SWITCHOVER_MAX_OUTAGE_MS} ms`);
+  for (const [i, writes] of report.timeline.entries()) {
+    const failed = writes.findIndex((w) => !w.endsWith(':201'));
+    const back = failed === -1 ? -1 : writes.findIndex((w, at) => at > failed && w.endsWith(':201'));
+    const later = back === -1 ? [] : writes.slice(back).filter((w) => !w.endsWith(':201'));
+    t.same(later, [], `instance ${i}: once writes worked again, every later write worked (ms:status)`);
+  }
+}
+
+/** Every category acknowledged (201) during `report`'s traffic is listed by every instance. */
+export async function checkKept(t: Test, instances: Child[], key: string, report: TrafficReport): Promise<void> {
+  t.ok(report.created.size > 0, 'categories were created');
+  for (const instance of instances) {
+    const list = await api(instance.ports.https, instance.ca, key, { path: '/v1/categories' });
+    t.equal(list.status, 200, `the list answers (${list.text.slice(0, 200)})`);
+    const ids = new Set((list.json as Array<{ id: number }>).map((c) => c.id));
+    t.same([...report.created.keys()].filter((id) => !ids.has(id)), [], 'every acknowledged category is still there');
+  }
 }

@@ -7,8 +7,8 @@ import t from 'tap';
 import { spawnPortico, cleanup, type Child } from '../helpers/portico.ts';
 import { api, admin, accountWithKey, request } from '../helpers/client.ts';
 import { startUpstream } from '../helpers/upstream.ts';
-import { startCluster } from '../helpers/redis-topology.ts';
-import { startTraffic, type TrafficReport } from '../helpers/failover-traffic.ts';
+import { cli, startCluster, type RedisNode } from '../helpers/redis-topology.ts';
+import { checkKept, checkPlannedSwitchover, startTraffic, type TrafficReport } from '../helpers/failover-traffic.ts';
 import { keySlot } from '../../src/state/redis-slot.ts';
 import { CLUSTER_KEY_PREFIX } from '../../src/state/redis-connect.ts';
 import { roomInMinute } from '../helpers/minute.ts';
@@ -30,6 +30,15 @@ const on = (instance: Child, key: string, options: Parameters<typeof api>[3] = {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const STATE_SLOT = keySlot(CLUSTER_KEY_PREFIX);
 const unlimited = { perMinute: 1_000_000, perDay: 10_000_000 };
+
+/** the node replicating `primary` */
+async function replicaOf(primary: RedisNode): Promise<RedisNode> {
+  for (const node of topology.nodes) {
+    const info = await cli(node.port, 'INFO', 'replication').catch(() => '');
+    if (info.includes('role:slave') && new RegExp(`^master_port:${primary.port}\\s*$`, 'm').test(info)) return node;
+  }
+  throw new Error(`no replica of ${primary.port}`);
+}
 
 const describe = (report: TrafficReport) =>
   `answers by status: ${JSON.stringify(report.byStatus)}; no answer: ${report.noAnswer}; longest request ${Math.round(report.longestMs)} ms`;
@@ -93,6 +102,26 @@ t.test('slots moved under traffic cost no request', async (t) => {
   t.same(Object.keys(report.readsByStatus), ['200'], `every read answered 200 (${JSON.stringify(report.readsByStatus)})`);
   t.same(Object.keys(report.byStatus).map(Number).filter((s) => s >= 500), [], 'no 5xx');
   t.equal(report.created.size, report.byStatus[201], 'every create got its own id');
+});
+
+t.test('a planned failover (CLUSTER FAILOVER on a replica) of the state slot under traffic: writes refused only while the replica takes over, none lost', async (t) => {
+  // what an operator does for maintenance: the replica takes over with the primary's agreement
+  const { key } = await accountWithKey(a.ports.admin, 'enterprise', 'production', unlimited);
+  const traffic = startTraffic([a, b], key, { label: 'switchover' });
+  await sleep(1000);
+  const primary = await topology.primaryOf(STATE_SLOT);
+  const replica = await replicaOf(primary);
+  traffic.markFailover();
+  t.equal(await cli(replica.port, 'CLUSTER', 'FAILOVER'), 'OK');
+  // the command answers at once; the replica takes over once it has caught up
+  for (let i = 0; i < 300 && (await topology.primaryOf(STATE_SLOT)) === primary; i++) await sleep(50);
+  await traffic.recovered();
+  await sleep(1000);
+  const report = await traffic.stop();
+  t.equal((await topology.primaryOf(STATE_SLOT)).port, replica.port, 'the replica took over the slot');
+  checkPlannedSwitchover(t, report);
+  t.equal(report.created.size, report.byStatus[201], 'every create got its own id');
+  await checkKept(t, [a, b], key, report);
 });
 
 t.test('a kill -9 of the primary owning the state slot under traffic', async (t) => {

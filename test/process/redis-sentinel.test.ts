@@ -6,9 +6,9 @@
 import t from 'tap';
 import { spawnPortico, cleanup, type Child } from '../helpers/portico.ts';
 import { api, admin, accountWithKey } from '../helpers/client.ts';
-import { startSentinel } from '../helpers/redis-topology.ts';
+import { cli, startSentinel } from '../helpers/redis-topology.ts';
 import { roomInMinute } from '../helpers/minute.ts';
-import { startTraffic } from '../helpers/failover-traffic.ts';
+import { checkKept, checkPlannedSwitchover, startTraffic } from '../helpers/failover-traffic.ts';
 import { parseExposition, scrape, sum } from '../helpers/prometheus.ts';
 
 const topology = await startSentinel();
@@ -33,6 +33,25 @@ t.test('both instances run on Sentinel and say so', async (t) => {
     t.equal(ready.status, 200);
     t.match(ready.json, { redis: 'ok', mode: 'sentinel' });
   }
+});
+
+t.test('a planned switchover (SENTINEL FAILOVER) under traffic: writes refused only while the replica takes over, none lost', async (t) => {
+  // what an operator does for maintenance: the primary stays up and is made a replica
+  const { key } = await accountWithKey(a.ports.admin, 'enterprise', 'production', { perMinute: 1_000_000, perDay: 10_000_000 });
+  const traffic = startTraffic([a, b], key, { label: 'switchover' });
+  await sleep(1000);
+  const before = await topology.primary();
+  traffic.markFailover();
+  await cli(topology.sentinels[0].port, 'SENTINEL', 'FAILOVER', topology.name);
+  // the command answers at once; the sentinels promote the replica a second or two later
+  for (let i = 0; i < 300 && (await topology.primary()).port === before.port; i++) await sleep(50);
+  await topology.settled();
+  await traffic.recovered();
+  await sleep(1000);
+  const report = await traffic.stop();
+  t.not((await topology.primary()).port, before.port, 'a replica was promoted');
+  checkPlannedSwitchover(t, report);
+  await checkKept(t, [a, b], key, report);
 });
 
 t.test('a kill -9 of the primary under traffic: 503 meanwhile, then writes again, nothing acknowledged lost', async (t) => {

@@ -7,7 +7,7 @@
 import t from 'tap';
 import type { Redis } from 'ioredis';
 import { connectRedis } from '../../src/state/redis.ts';
-import { addressesOf, announcedPrimary } from '../../src/state/sentinel-switch.ts';
+import { addressesOf, announcedPrimary, selectedFrom } from '../../src/state/sentinel-switch.ts';
 import { RedisLimiter } from '../../src/ratelimit/redis-limiter.ts';
 import { cli, startSentinel } from '../helpers/redis-topology.ts';
 
@@ -21,6 +21,15 @@ t.test('an announcement names the new primary of one name, or nothing', async (t
   t.equal(announcedPrimary('portico 127.0.0.1 6379 127.0.0.1', 'portico'), null, 'a field short');
   t.equal(announcedPrimary('portico 127.0.0.1 6379 127.0.0.1 6380 x', 'portico'), null, 'a field more');
   for (const port of ['0', '65536', '63a', '-1', '']) t.equal(announcedPrimary(`portico 127.0.0.1 6379 127.0.0.1 ${port}`, 'portico'), null, `port "${port}"`);
+});
+
+t.test('a failover\'s selected replica names the primary it replaces, for one name', async (t) => {
+  t.same(selectedFrom('slave 127.0.0.1:6380 127.0.0.1 6380 @ portico 127.0.0.1 6379', 'portico'), { host: '127.0.0.1', port: 6379 });
+  t.same(selectedFrom('slave redis-1:6380 redis-1 6380 @ portico redis-0 6379', 'portico'), { host: 'redis-0', port: 6379 }, 'by hostname');
+  t.equal(selectedFrom('slave 127.0.0.1:6380 127.0.0.1 6380 @ other 127.0.0.1 6379', 'portico'), null, 'another primary');
+  t.equal(selectedFrom('master portico 127.0.0.1 6379', 'portico'), null, 'not a replica\'s event');
+  t.equal(selectedFrom('slave 127.0.0.1:6380 127.0.0.1 6380 # portico 127.0.0.1 6379', 'portico'), null, 'no @');
+  for (const port of ['0', '65536', 'x']) t.equal(selectedFrom(`slave 127.0.0.1:6380 127.0.0.1 6380 @ portico 127.0.0.1 ${port}`, 'portico'), null, `port "${port}"`);
 });
 
 t.test('an announced host is compared by its addresses', async (t) => {
@@ -56,6 +65,23 @@ for (const hostnames of [false, true]) t.test(`a switchover${hostnames ? ', node
   const first = await limiter.consume('switch-test', limit, ban);
   t.equal(first.remaining, limit.perDay - 1, 'the limiter counts on the primary');
 
+  // writes go on through the switchover; each is acknowledged as Portico does (WAIT for a replica)
+  const acknowledged: string[] = [];
+  let refused = 0;
+  let writing = true;
+  const writer = (async () => {
+    for (let i = 0; writing; i++) {
+      try {
+        await client.rpush('portico:switch-writes', String(i));
+        await conns.acknowledge();
+        acknowledged.push(String(i));
+      } catch {
+        refused++;
+        await sleep(20);
+      }
+    }
+  })();
+
   await cli(topology.sentinels[0].port, 'SENTINEL', 'FAILOVER', topology.name);
   const deadline = Date.now() + 15_000;
   const moved = () => [client, subscriber].every((c) => c.status === 'ready' && peerPort(c) !== before.port);
@@ -72,6 +98,13 @@ for (const hostnames of [false, true]) t.test(`a switchover${hostnames ? ', node
   await topology.settled();
   await sleep(1500);
   t.equal(closes, 0, 'no connection was dropped once on the new primary');
+  writing = false;
+  await writer;
+  // the old primary is up and still a primary until the sentinels make it a replica (seconds later):
+  // what a connection wrote there after the replica's promotion began would be dropped then
+  const kept = new Set(await client.lrange('portico:switch-writes', 0, -1));
+  t.comment(`${acknowledged.length} writes acknowledged, ${refused} refused during the switchover`);
+  t.same(acknowledged.filter((i) => !kept.has(i)), [], 'every acknowledged write is on the new primary');
   t.equal(await client.set('portico:switch-test', 'written'), 'OK', 'a write goes to the new primary');
   t.equal(await client.publish('portico:switch-test', 'after'), 1, 'the subscriber is subscribed again');
   while (messages.length === 0 && Date.now() < deadline) await sleep(20);
