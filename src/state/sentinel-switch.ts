@@ -27,7 +27,8 @@
 // - for ANNOUNCED_MS after +switch-master only the announced primary is used: a sentinel naming another
 //   is passed over (the connector below asks the next one), and a connection that becomes ready on
 //   another server (it asked before the news came) is made again.
-// The events come from the sentinels in the URL; a failover led by one not in it is followed as before.
+// Only the failover's leader publishes +selected-slave, so every sentinel is listened to: those in the
+// URL, and the others they know (SENTINEL SENTINELS, asked once).
 //
 // An announcement names the new primary as the sentinels know it (`<name> <old ip> <old port> <new ip>
 // <new port>`): an address, or with `announce-hostnames` (Kubernetes charts set it) a hostname, which is
@@ -110,22 +111,34 @@ export function followSwitches(target: Target, now: () => number = Date.now): Sw
     });
   };
 
-  const listeners = target.addresses.map((sentinel) => {
+  // every sentinel's events: the URL names some (or one name in front of all), the others are asked
+  // for, since only the failover's leader tells +selected-slave
+  const listeners = new Map<string, Redis>();
+  let closed = false;
+  let discovered = false;
+  const connection = (sentinel: RedisAddress) => ({
+    host: sentinel.host,
+    port: sentinel.port,
+    tls: target.tls ? {} : undefined,
+    username: target.sentinelUsername,
+    password: target.sentinelPassword,
+    connectionName: 'portico-switch',
+  });
+  const listen = (sentinel: RedisAddress) => {
+    const id = `${sentinel.host}:${sentinel.port}`;
+    if (closed || listeners.has(id)) return;
     const listener = new Redis({
-      host: sentinel.host,
-      port: sentinel.port,
-      tls: target.tls ? {} : undefined,
-      username: target.sentinelUsername,
-      password: target.sentinelPassword,
-      connectionName: 'portico-switch',
+      ...connection(sentinel),
       // it only subscribes: keep trying, never fail a command
       enableOfflineQueue: true,
       maxRetriesPerRequest: null,
       retryStrategy: (attempt) => Math.min(100 * attempt, 2000),
       lazyConnect: false,
     });
+    listeners.set(id, listener);
     // a sentinel that is away is one announcement fewer; the others (and the lost connection) still tell
     listener.on('error', () => undefined);
+    listener.once('ready', () => void discover());
     listener.subscribe(SWITCHED, SELECTED, ABORTED).catch(() => undefined);
     listener.on('message', (channel: string, message: string) => {
       if (channel === SWITCHED) {
@@ -136,8 +149,26 @@ export function followSwitches(target: Target, now: () => number = Date.now): Sw
         if (old !== null) onSelected(old);
       } else if (channel === ABORTED && message.split(' ')[1] === name) fenced = null;
     });
-    return listener;
-  });
+  };
+  /** the other sentinels watching `name`, as the first one that answers knows them (once) */
+  const discover = async () => {
+    if (discovered) return;
+    discovered = true;
+    for (const id of listeners.keys()) {
+      const at = id.lastIndexOf(':');
+      const asker = new Redis({ ...connection({ host: id.slice(0, at), port: Number(id.slice(at + 1)) }), lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000, commandTimeout: 2000 });
+      asker.on('error', () => undefined);
+      try {
+        for (const sentinel of otherSentinels(await asker.call('SENTINEL', 'SENTINELS', name))) listen(sentinel);
+        return;
+      } catch {
+        // the next one, or none: the URL's sentinels are still listened to
+      } finally {
+        asker.disconnect();
+      }
+    }
+  };
+  for (const sentinel of target.addresses) listen(sentinel);
 
   /** a sentinel's answer is usable: not the primary being failed over, and the newest announced one if any */
   const agrees = async (found: RedisAddress): Promise<boolean> => {
@@ -162,7 +193,8 @@ export function followSwitches(target: Target, now: () => number = Date.now): Sw
       }
     },
     close() {
-      for (const listener of listeners) listener.disconnect();
+      closed = true;
+      for (const listener of listeners.values()) listener.disconnect();
     },
   };
 }
@@ -212,6 +244,25 @@ export function selectedFrom(message: string, name: string): RedisAddress | null
   const port = Number(fields[7]);
   if (!Number.isInteger(port) || port <= 0 || port > 65535) return null;
   return { host: fields[6], port };
+}
+
+/** SENTINEL SENTINELS' reply (one field list per other sentinel) → those still connected to the asked one */
+export function otherSentinels(reply: unknown): RedisAddress[] {
+  if (!Array.isArray(reply)) return [];
+  const out: RedisAddress[] = [];
+  for (const fields of reply) {
+    if (!Array.isArray(fields)) continue;
+    const field = (key: string) => {
+      for (let at = 0; at + 1 < fields.length; at += 2) if (fields[at] === key && typeof fields[at + 1] === 'string') return fields[at + 1] as string;
+      return undefined;
+    };
+    const host = field('ip');
+    const port = Number(field('port'));
+    if (!host || !Number.isInteger(port) || port <= 0 || port > 65535) continue;
+    if ((field('flags') ?? '').split(',').includes('disconnected')) continue;
+    out.push({ host, port });
+  }
+  return out;
 }
 
 /** An announced host's addresses: itself when it is one, else what it resolves to (none if it does not). */

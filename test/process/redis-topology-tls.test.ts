@@ -61,14 +61,14 @@ for (const [mode, start] of [['sentinel', () => startSentinel({ tls: true, hostn
     t.equal(Number(second.headers['x-ratelimit-remaining']), Number(first.headers['x-ratelimit-remaining']) - 1, 'counted in Redis');
 
     if (mode === 'sentinel') {
-      // the sentinels' failover announcements are listened to over TLS too (sentinel-switch.ts)
+      // the sentinels' failover events are listened to over TLS too (sentinel-switch.ts)
       for (const sentinel of (topology as SentinelTopology).sentinels) {
         let clients = '';
         for (const deadline = Date.now() + 5000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 100))) {
           clients = await cli(sentinel.port, 'CLIENT', 'LIST');
-          if (/name=portico-switch\b[^\n]*\bsub=1\b/.test(clients)) break;
+          if (/name=portico-switch\b[^\n]*\bsub=3\b/.test(clients)) break;
         }
-        t.match(clients, /name=portico-switch\b[^\n]*\bsub=1\b/, `subscribed to +switch-master on the sentinel at :${sentinel.port}`);
+        t.match(clients, /name=portico-switch\b[^\n]*\bsub=3\b/, `subscribed to the failover events (3 channels) on the sentinel at :${sentinel.port}`);
       }
     }
 

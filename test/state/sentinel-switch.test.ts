@@ -7,7 +7,7 @@
 import t from 'tap';
 import type { Redis } from 'ioredis';
 import { connectRedis } from '../../src/state/redis.ts';
-import { addressesOf, announcedPrimary, selectedFrom } from '../../src/state/sentinel-switch.ts';
+import { addressesOf, announcedPrimary, otherSentinels, selectedFrom } from '../../src/state/sentinel-switch.ts';
 import { RedisLimiter } from '../../src/ratelimit/redis-limiter.ts';
 import { cli, startSentinel } from '../helpers/redis-topology.ts';
 
@@ -32,6 +32,20 @@ t.test('a failover\'s selected replica names the primary it replaces, for one na
   for (const port of ['0', '65536', 'x']) t.equal(selectedFrom(`slave 127.0.0.1:6380 127.0.0.1 6380 @ portico 127.0.0.1 ${port}`, 'portico'), null, `port "${port}"`);
 });
 
+t.test('the other sentinels, from SENTINEL SENTINELS', async (t) => {
+  const reply = [
+    ['name', 'a1', 'ip', '127.0.0.1', 'port', '26380', 'runid', 'a1', 'flags', 'sentinel'],
+    ['name', 'b2', 'ip', 'sentinel-2.redis', 'port', '26381', 'flags', 'sentinel'],
+    ['name', 'c3', 'ip', '127.0.0.1', 'port', '26382', 'flags', 's_down,sentinel,disconnected'],
+    ['name', 'port', 'ip', '127.0.0.1', 'port', '70000', 'flags', 'sentinel'],
+    ['name', 'd4', 'ip', '127.0.0.1', 'flags', 'sentinel'],
+    'not a list',
+  ];
+  t.same(otherSentinels(reply), [{ host: '127.0.0.1', port: 26380 }, { host: 'sentinel-2.redis', port: 26381 }], 'connected ones with an address and a port');
+  t.same(otherSentinels(null), []);
+  t.same(otherSentinels('ERR'), []);
+});
+
 t.test('an announced host is compared by its addresses', async (t) => {
   t.same(await addressesOf('127.0.0.1'), ['127.0.0.1']);
   t.same(await addressesOf('::1'), ['::1']);
@@ -39,12 +53,20 @@ t.test('an announced host is compared by its addresses', async (t) => {
   t.same(await addressesOf('no-such-host.invalid'), [], 'one that does not resolve: none (the connection is moved, as before)');
 });
 
-for (const hostnames of [false, true]) t.test(`a switchover${hostnames ? ', nodes announced by hostname' : ''}: both connections move to the new primary and stay there through every announcement`, async (t) => {
+const variants = [
+  { hostnames: false, label: '' },
+  { hostnames: true, label: ', nodes announced by hostname' },
+  // a URL naming one sentinel (or one name in front of all of them) while another leads the failover:
+  // only the leader tells that a replica is being promoted
+  { hostnames: false, oneSentinel: true, label: ', the URL naming one sentinel, another leading' },
+];
+for (const { hostnames, oneSentinel, label } of variants) t.test(`a switchover${label}: both connections move to the new primary and stay there through every announcement`, async (t) => {
   // with announce-hostnames the sentinels name every node `localhost`, and the connections' peers are
   // addresses: an announcement must be compared with what its name resolves to
   const topology = await startSentinel({ hostnames });
   t.teardown(() => topology.stop());
-  const conns = connectRedis(topology.url, { commandTimeoutMs: 1000 });
+  const url = oneSentinel ? `redis+sentinel://127.0.0.1:${topology.sentinels[1].port}/${topology.name}` : topology.url;
+  const conns = connectRedis(url, { commandTimeoutMs: 1000 });
   t.teardown(() => {
     conns.subscriber.disconnect();
     conns.client.disconnect();
