@@ -138,7 +138,7 @@ export function followSwitches(target: Target, now: () => number = Date.now): Sw
     listeners.set(id, listener);
     // a sentinel that is away is one announcement fewer; the others (and the lost connection) still tell
     listener.on('error', () => undefined);
-    listener.once('ready', () => void discover());
+    listener.on('ready', () => void discover());
     listener.subscribe(SWITCHED, SELECTED, ABORTED).catch(() => undefined);
     listener.on('message', (channel: string, message: string) => {
       if (channel === SWITCHED) {
@@ -150,7 +150,7 @@ export function followSwitches(target: Target, now: () => number = Date.now): Sw
       } else if (channel === ABORTED && message.split(' ')[1] === name) fenced = null;
     });
   };
-  /** the other sentinels watching `name`, as the first one that answers knows them (once) */
+  /** the other sentinels watching `name`, as the first one that answers knows them (once: again at a listener's next connect if none did) */
   const discover = async () => {
     if (discovered) return;
     discovered = true;
@@ -167,6 +167,7 @@ export function followSwitches(target: Target, now: () => number = Date.now): Sw
         asker.disconnect();
       }
     }
+    discovered = false;
   };
   for (const sentinel of target.addresses) listen(sentinel);
 
