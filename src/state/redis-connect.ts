@@ -123,7 +123,7 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     client.once('end', () => follower.close());
   }
   // errors are reported through health(), metrics and request outcomes; without a listener ioredis logs them
-  client.on('error', (err: Error) => void (health.connectionError = target.mode === 'sentinel' ? withSentinelHint(err, target) : err));
+  client.on('error', (err: Error) => void (health.connectionError = follower ? follower.explain(withSentinelHint(err, target)) : err));
   subscriber.on('error', () => undefined);
 
   const cluster = target.mode === 'cluster' ? (client as unknown as Cluster) : null;

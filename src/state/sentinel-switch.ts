@@ -57,6 +57,8 @@ export interface SwitchFollower {
   readonly Connector: ConnectorClass;
   /** keeps each of `clients` on the announced primary and off one being failed over */
   follow(clients: Redis[]): void;
+  /** ioredis's "All sentinels are unreachable" while this follower passes over their answers, said as what it is */
+  explain(err: Error): Error;
   close(): void;
 }
 
@@ -192,6 +194,14 @@ export function followSwitches(target: Target, now: () => number = Date.now): Sw
           if (newest) withAddresses(newest, (found) => peerIs(client, found, newest.server.port) === false && client.disconnect(true));
         });
       }
+    },
+    explain(err) {
+      if (!err.message.startsWith('All sentinels are unreachable')) return err;
+      const fence = recent(fenced, FENCE_MS);
+      const newest = recent(announced, ANNOUNCED_MS);
+      if (fence) return new Error(`a Sentinel failover is under way: ${fence.server.host}:${fence.server.port} is being replaced, and the new primary is not announced yet`);
+      if (newest) return new Error(`the sentinels asked do not name the announced primary ${newest.server.host}:${newest.server.port} yet`);
+      return err;
     },
     close() {
       closed = true;

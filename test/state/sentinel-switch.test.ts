@@ -90,6 +90,7 @@ for (const { hostnames, oneSentinel, label } of variants) t.test(`a switchover${
   // writes go on through the switchover; each is acknowledged as Portico does (WAIT for a replica)
   const acknowledged: string[] = [];
   let refused = 0;
+  const reasons = new Set<string>();
   let writing = true;
   const writer = (async () => {
     for (let i = 0; writing; i++) {
@@ -99,6 +100,7 @@ for (const { hostnames, oneSentinel, label } of variants) t.test(`a switchover${
         acknowledged.push(String(i));
       } catch {
         refused++;
+        reasons.add(conns.health.connectionError?.message ?? '');
         await sleep(20);
       }
     }
@@ -127,6 +129,8 @@ for (const { hostnames, oneSentinel, label } of variants) t.test(`a switchover${
   const kept = new Set(await client.lrange('portico:switch-writes', 0, -1));
   t.comment(`${acknowledged.length} writes acknowledged, ${refused} refused during the switchover`);
   t.same(acknowledged.filter((i) => !kept.has(i)), [], 'every acknowledged write is on the new primary');
+  // what a refused write reports: the failover, not ioredis's "All sentinels are unreachable"
+  t.same([...reasons].filter((reason) => reason.startsWith('All sentinels')), [], `refusals said what they were: ${[...reasons].join(' | ')}`);
   t.equal(await client.set('portico:switch-test', 'written'), 'OK', 'a write goes to the new primary');
   t.equal(await client.publish('portico:switch-test', 'after'), 1, 'the subscriber is subscribed again');
   while (messages.length === 0 && Date.now() < deadline) await sleep(20);
