@@ -100,6 +100,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
       replicaAckTimeoutMs: config.redis.replicaAckTimeoutMs,
       onCommandError: (kind) => metrics.redisCommandErrors.inc({ kind }),
       onUnreplicatedWrite: () => metrics.redisUnreplicatedWrites.inc(),
+      onTopologyEvent: (level, message, fields) => log[level](fields, message),
     });
     redisMode = connections.mode;
     stores = await openRedisStores(connections);

@@ -13,7 +13,7 @@ import { Cluster, Command, Redis, type ClusterOptions, type RedisOptions } from 
 import { keySlot } from './redis-slot.ts';
 import type { RedisMode, RedisTarget } from './redis-url.ts';
 import { errorKind, type RedisErrorKind } from './redis-errors.ts';
-import { followSwitches } from './sentinel-switch.ts';
+import { followSwitches, type TopologyEvents } from './sentinel-switch.ts';
 
 /** the hash tag of every state key on a Cluster */
 export const CLUSTER_KEY_PREFIX = '{portico}:';
@@ -26,6 +26,8 @@ export interface RedisConnectOptions {
   replicaAckTimeoutMs?: number;
   onCommandError?(kind: RedisErrorKind): void;
   onUnreplicatedWrite?(): void;
+  /** what an operator should see in the log: a Sentinel failover followed, sentinels that cannot be heard */
+  onTopologyEvent?: TopologyEvents;
 }
 
 export interface RedisConnections {
@@ -71,7 +73,7 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
   let subscriber: Redis;
   // a failover announced by the sentinels moves both connections at once instead of at their next
   // failure, and keeps them off a primary the announcement replaced (sentinel-switch.ts)
-  const follower = target.mode === 'sentinel' ? followSwitches(target) : null;
+  const follower = target.mode === 'sentinel' ? followSwitches(target, options.onTopologyEvent) : null;
   if (target.mode === 'cluster') {
     const make = (name: string, offline: boolean) =>
       new Cluster(target.addresses, {

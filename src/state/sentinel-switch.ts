@@ -52,6 +52,9 @@ type Target = Pick<RedisTarget, 'addresses' | 'name' | 'tls' | 'sentinelUsername
 /** what ioredis's `Connector` option takes */
 type ConnectorClass = NonNullable<RedisOptions['Connector']>;
 
+/** a log line's level, message and fields */
+export type TopologyEvents = (level: 'info' | 'warn', message: string, fields: Record<string, unknown>) => void;
+
 export interface SwitchFollower {
   /** ioredis's Sentinel connector, passing over a sentinel that names a primary this follower refuses */
   readonly Connector: ConnectorClass;
@@ -85,7 +88,7 @@ function withAddresses(name: Named, check: (found: string[]) => void): void {
 /**
  * Subscribes to the failover events of every sentinel of `target` (a Sentinel URL's); `now` is for tests.
  */
-export function followSwitches(target: Target, now: () => number = Date.now): SwitchFollower {
+export function followSwitches(target: Target, tell: TopologyEvents = () => undefined, now: () => number = Date.now): SwitchFollower {
   const name = target.name!;
   const clients: Redis[] = [];
   // the newest primary announced, and the primary a failover has started to replace
@@ -94,6 +97,11 @@ export function followSwitches(target: Target, now: () => number = Date.now): Sw
   const recent = (what: Named | null, ms: number) => (what !== null && now() - what.at < ms ? what : null);
 
   const onSwitched = (primary: RedisAddress) => {
+    // every sentinel announces it: told once
+    const current = recent(announced, ANNOUNCED_MS);
+    if (fenced !== null || current === null || current.server.host !== primary.host || current.server.port !== primary.port) {
+      tell('info', 'Sentinel failover: following the new primary', { primary: `${primary.host}:${primary.port}` });
+    }
     const newest = named(primary, now());
     announced = newest;
     fenced = null;
@@ -104,6 +112,7 @@ export function followSwitches(target: Target, now: () => number = Date.now): Sw
     });
   };
   const onSelected = (old: RedisAddress) => {
+    tell('info', 'Sentinel failover under way: the primary being replaced is not used (writes answer 503 until the new one is announced)', { primary: `${old.host}:${old.port}` });
     const fence = named(old, now());
     fenced = fence;
     // the primary announced before is the one being replaced: whichever the sentinels name next but it will do
@@ -138,9 +147,18 @@ export function followSwitches(target: Target, now: () => number = Date.now): Sw
       lazyConnect: false,
     });
     listeners.set(id, listener);
-    // a sentinel that is away is one announcement fewer; the others (and the lost connection) still tell
-    listener.on('error', () => undefined);
-    listener.on('ready', () => void discover());
+    // a sentinel that is away is one announcement fewer; the others (and the lost connection) still
+    // tell. One that refuses us (credentials, ACL) is said once until it is heard again
+    let refused = false;
+    listener.on('error', (err: Error) => {
+      if (refused || !/NOAUTH|WRONGPASS|NOPERM|invalid password/i.test(err.message)) return;
+      refused = true;
+      tell('warn', 'cannot hear this sentinel\'s failover events: a failover it leads may be followed late', { sentinel: id, err: err.message });
+    });
+    listener.on('ready', () => {
+      refused = false;
+      void discover();
+    });
     listener.subscribe(SWITCHED, SELECTED, ABORTED).catch(() => undefined);
     listener.on('message', (channel: string, message: string) => {
       if (channel === SWITCHED) {
@@ -162,6 +180,7 @@ export function followSwitches(target: Target, now: () => number = Date.now): Sw
       asker.on('error', () => undefined);
       try {
         for (const sentinel of otherSentinels(await asker.call('SENTINEL', 'SENTINELS', name))) listen(sentinel);
+        tell('info', 'listening to the sentinels\' failover events', { sentinels: [...listeners.keys()] });
         return;
       } catch {
         // the next one, or none: the URL's sentinels are still listened to

@@ -49,8 +49,17 @@ t.test('a planned switchover (SENTINEL FAILOVER) under traffic: writes refused o
   await traffic.recovered();
   await sleep(1000);
   const report = await traffic.stop();
-  t.not((await topology.primary()).port, before.port, 'a replica was promoted');
+  const after = await topology.primary();
+  t.not(after.port, before.port, 'a replica was promoted');
   checkPlannedSwitchover(t, report);
+  // an operator reads it in the log: every sentinel heard, the fence, the new primary (once, not per sentinel)
+  for (const instance of [a, b]) {
+    const told = (message: string) => instance.logs.filter((line) => line.includes(message));
+    const listened = told('listening to the sentinels\' failover events')[0] ?? '';
+    t.ok(topology.sentinels.every((s) => listened.includes(`:${s.port}"`)), `every sentinel listened to is logged (${listened.slice(0, 300)})`);
+    t.equal(told('Sentinel failover under way').filter((line) => line.includes(`:${before.port}`)).length, 1, 'the fenced primary is logged once');
+    t.equal(told('Sentinel failover: following the new primary').filter((line) => line.includes(`:${after.port}`)).length, 1, 'the new primary is logged once');
+  }
   await checkKept(t, [a, b], key, report);
 });
 
