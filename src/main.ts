@@ -119,7 +119,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
       },
       onCommandError: (err) => {
         connections.health.failedAt = Date.now();
-        connections.reportError(err);
+        connections.reportError(err, 'limiter');
       },
     });
     limiter = failover;

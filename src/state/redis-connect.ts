@@ -35,8 +35,8 @@ export interface RedisConnections {
   /** A Cluster offers the same commands as one server; the stores are typed against Redis and serve both. */
   client: Redis;
   subscriber: Redis;
-  /** when any user of the client (stores, limiter) last saw a command fail; why it last lost its connection */
-  health: { failedAt: number; connectionError?: Error };
+  /** when any user of the client (stores, limiter) last saw a command fail, and last saw one time out; why it last lost its connection */
+  health: { failedAt: number; timedOutAt: number; connectionError?: Error };
   /** the primary a limiter call on `slot` goes to now ("host:port"), from ioredis's view; null while it has none */
   primaryFor(slot: number): string | null;
   /** asks ioredis to look at the topology again (a MOVED, a READONLY, a lost node) */
@@ -45,7 +45,8 @@ export interface RedisConnections {
   acknowledge(): Promise<void>;
   /** credentials and TLS for a connection of the limiter's own */
   auth: { username?: string; password?: string; db: number; tls: boolean };
-  reportError(err: unknown): void;
+  /** counts a failed command by kind; `limiter`: one of the limiter's own connections */
+  reportError(err: unknown, from?: 'state' | 'limiter'): void;
   options: RedisConnectOptions;
 }
 
@@ -54,7 +55,10 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
   const replicasToAck = options.replicasToAck ?? (target.mode === 'standalone' ? 0 : 1);
   const ackTimeoutMs = options.replicaAckTimeoutMs ?? 200;
   const common = {
-    enableAutoPipelining: true,
+    // no auto-pipelining: ioredis sends an auto-pipeline only once the one before it has settled, so
+    // against a frozen server a command waited out the command timeout of the batch ahead of it before
+    // its own began (a PING took 1.0 s with a 500 ms timeout). The stores' commands are few (their
+    // reads are cached; /v1's per-request call is the limiter's own pipelined connection)
     // a dead Redis must fail requests at once, not queue them
     enableOfflineQueue: false,
     commandTimeout: commandTimeoutMs,
@@ -67,7 +71,7 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
   // an old primary that came back as a replica answers writes with READONLY: reconnect, which asks
   // the sentinels again
   const reconnectOnError = (err: Error) => err.message.startsWith('READONLY');
-  const health: RedisConnections['health'] = { failedAt: -Infinity };
+  const health: RedisConnections['health'] = { failedAt: -Infinity, timedOutAt: -Infinity };
 
   let client: Redis;
   let subscriber: Redis;
@@ -77,7 +81,6 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
   if (target.mode === 'cluster') {
     const make = (name: string, offline: boolean) =>
       new Cluster(target.addresses, {
-        enableAutoPipelining: true,
         enableOfflineQueue: offline,
         keyPrefix: CLUSTER_KEY_PREFIX,
         // a redirect or a failover is retried a few times, each command still bounded by commandTimeout
@@ -149,7 +152,12 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     return sentinelPrimary.key;
   };
 
-  const reportError = (err: unknown) => options.onCommandError?.(errorKind(err));
+  const reportError = (err: unknown, from: 'state' | 'limiter' = 'state') => {
+    const kind = errorKind(err);
+    // a timeout on the server holding the state (the limiter's is another node on a Cluster)
+    if (kind === 'timeout' && (from === 'state' || target.mode !== 'cluster')) health.timedOutAt = Date.now();
+    options.onCommandError?.(kind);
+  };
 
   const acknowledge = async (): Promise<void> => {
     if (replicasToAck === 0) return;

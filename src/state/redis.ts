@@ -16,6 +16,8 @@ import { Cache } from './redis-cache.ts';
 
 const CHANNEL = 'portico:invalidate';
 const SUSPECT_MS = 2_000;
+/** a command timed out this recently (the same request's limiter call, most often): Redis is frozen, answer at once */
+const TIMED_OUT_MS = 250;
 /** how long after losing its connection a command still waits for it to come back */
 const RECONNECT_WAIT_MS = 1_000;
 /** keys read again at once after a reconnect; the others at their next use */
@@ -76,7 +78,13 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
   // After a failure, a command is preceded by a PING until Redis answers again: a frozen Redis
   // (SIGSTOP, a stalled network) still looks connected, and a write sent to it would be applied
   // later although its caller was told 503.
+  // A command that timed out a moment ago (a frozen server, a stalled network) is not followed by
+  // another full wait: a request whose limiter call has just waited out the timeout would otherwise
+  // wait as long again for the store's PING, twice the command timeout in all (2.0 s seen with a
+  // frozen Sentinel primary). That refusal is not itself a failure to count or to wait on.
   const call = async <T>(run: () => Promise<T>): Promise<T> => {
+    const sinceTimeout = Date.now() - health.timedOutAt;
+    if (sinceTimeout >= 0 && sinceTimeout < TIMED_OUT_MS) throw stateUnavailable(new Error('Redis did not answer a command in time a moment ago; not waiting on it again'));
     try {
       await reconnecting();
       if (now() - health.failedAt < SUSPECT_MS) await client.ping();

@@ -119,7 +119,7 @@ async function setUp(t: Test, env: Record<string, string> = {}): Promise<Setup> 
 
 /** After Redis is back: writes work again and /readyz says ok, without restarting Portico.
  * Resolves with the category names then stored. */
-async function expectRecovery(t: Test, s: Setup): Promise<string[]> {
+async function expectRecovery(t: Test, s: Setup, createdMeanwhile: string[] = []): Promise<string[]> {
   const started = Date.now();
   const created = await until('POST /v1/categories works again', () => s.post('Bird'), (a) => a?.status === 201);
   t.equal(created.status, 201, `POST works again after ${Date.now() - started} ms`);
@@ -128,7 +128,8 @@ async function expectRecovery(t: Test, s: Setup): Promise<string[]> {
   const list = await s.get();
   t.equal(list.status, 200);
   const names: string[] = list.json.map((c: { name: string }) => c.name);
-  t.same(names.filter((n) => n !== 'Fish'), ['Dog', 'Cat', 'Bird'], 'the shared data, with the new write');
+  t.same(names.filter((n) => n !== 'Fish' && !createdMeanwhile.includes(n)), ['Dog', 'Cat', 'Bird'], 'the shared data, with the new write');
+  t.same(createdMeanwhile.filter((n) => !names.includes(n)), [], 'and every write acknowledged meanwhile');
   rateLimitHeaders(t, list, 'after recovery');
   return names;
 }
@@ -218,6 +219,34 @@ t.test('local (default): Redis frozen (SIGSTOP) during traffic, then resumed (SI
   // for two seconds that Redis was not answering, yet a write sent into the frozen connection is
   // applied when Redis resumes, so the retry creates the category twice.
   t.notOk(names.includes('Fish'), `the POST answered 503 while Redis was frozen was not applied after SIGCONT (stored: ${names.join(', ')})`);
+});
+
+t.test('writes as Redis freezes wait one command timeout, not the limiter\'s and then the store\'s', async (t) => {
+  // the first writes after the freeze find the limiter still trusting Redis: its call waits out the
+  // timeout, and the store must not wait as long again before answering 503
+  const timeoutMs = 500;
+  const s = await setUp(t, { PORTICO_REDIS_COMMAND_TIMEOUT_MS: String(timeoutMs) });
+  const pid = s.redis.process.pid!;
+  let n = 0;
+  const sent: Array<{ name: string; answer: Timed }> = [];
+  const load = traffic(async () => {
+    const name = `Frozen${++n}`;
+    const answer = await s.post(name);
+    sent.push({ name, answer });
+    return answer;
+  });
+  process.kill(pid, 'SIGSTOP');
+  await sleep(1500);
+  await load.stop();
+  const refused = sent.filter((r) => r.answer.status === 503);
+  t.ok(refused.length > 0, `${refused.length} writes refused while frozen`);
+  t.same(sent.filter((r) => r.answer.status !== 503 && r.answer.status !== 201).map((r) => `${r.answer.status} ${r.answer.text}`), [], 'each write answered 201 (before the freeze) or 503');
+  const slowest = Math.max(...sent.map((r) => r.answer.ms));
+  t.ok(slowest < timeoutMs + 400, `slowest write: ${slowest.toFixed(0)} ms (the command timeout is ${timeoutMs} ms)`);
+
+  process.kill(pid, 'SIGCONT');
+  const names = await expectRecovery(t, s, sent.filter((r) => r.answer.status === 201).map((r) => r.name));
+  t.same(refused.filter((r) => names.includes(r.name)).map((r) => r.name), [], 'no write answered 503 was applied after SIGCONT');
 });
 
 t.test('closed: with Redis killed every /v1 call answers 503 with Retry-After, /readyz 503', async (t) => {
