@@ -149,17 +149,19 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
     listeners.set(id, listener);
     // a sentinel that is away is one announcement fewer; the others (and the lost connection) still
     // tell. One that refuses us (credentials, ACL) is said once until it is heard again
+    // (the ACL user needs the channels: `&+switch-master &+selected-slave &-failover-abort-slave-timeout`)
     let refused = false;
-    listener.on('error', (err: Error) => {
+    const refuse = (err: Error) => {
       if (refused || !/NOAUTH|WRONGPASS|NOPERM|invalid password/i.test(err.message)) return;
       refused = true;
       tell('warn', 'cannot hear this sentinel\'s failover events: a failover it leads may be followed late', { sentinel: id, err: err.message });
-    });
+    };
+    listener.on('error', refuse);
     listener.on('ready', () => {
       refused = false;
       void discover();
     });
-    listener.subscribe(SWITCHED, SELECTED, ABORTED).catch(() => undefined);
+    listener.subscribe(SWITCHED, SELECTED, ABORTED).catch(refuse);
     listener.on('message', (channel: string, message: string) => {
       if (channel === SWITCHED) {
         const primary = announcedPrimary(message, name);

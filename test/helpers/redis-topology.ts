@@ -67,6 +67,11 @@ export interface TopologyOptions {
   /** Sentinel: requirepass on the sentinels themselves, given in the URL as ?sentinel_password= */
   sentinelPassword?: string;
   /**
+   * Sentinel: an ACL user on the sentinels with these rules, given in the URL as ?sentinel_username=
+   * &sentinel_password= (the default user, which the sentinels use with each other, stays open)
+   */
+  sentinelUser?: { name: string; password: string; rules: string };
+  /**
    * every node known and announced by the name `localhost`, not by address: Sentinel's
    * `announce-hostnames`, Cluster's `cluster-announce-hostname` with hostname endpoints
    */
@@ -159,6 +164,10 @@ async function clusterPort(): Promise<number> {
   }
 }
 
+const sentinelQuery = (o: TopologyOptions) =>
+  o.sentinelUser
+    ? `?sentinel_username=${encodeURIComponent(o.sentinelUser.name)}&sentinel_password=${encodeURIComponent(o.sentinelUser.password)}`
+    : o.sentinelPassword ? `?sentinel_password=${encodeURIComponent(o.sentinelPassword)}` : '';
 const authArgs = (o: TopologyOptions) => (o.password ? ['--requirepass', o.password, '--masterauth', o.password] : []);
 const passwordArgs = (o: TopologyOptions) => (o.password ? ['-a', o.password, '--no-auth-warning'] : []);
 const userinfo = (o: TopologyOptions) => (o.password ? `default:${encodeURIComponent(o.password)}@` : '');
@@ -199,6 +208,7 @@ export async function startSentinel({ name = 'portico', ...options }: { name?: s
       ...(options.password ? [`sentinel auth-pass ${name} ${options.password}`] : []),
       // the sentinels' own password, which they also use with each other
       ...(options.sentinelPassword ? [`requirepass ${options.sentinelPassword}`, `sentinel sentinel-pass ${options.sentinelPassword}`] : []),
+      ...(options.sentinelUser ? [`user ${options.sentinelUser.name} on >${options.sentinelUser.password} ${options.sentinelUser.rules}`] : []),
       `sentinel down-after-milliseconds ${name} 1000`,
       `sentinel failover-timeout ${name} 5000`,
       '',
@@ -217,7 +227,7 @@ export async function startSentinel({ name = 'portico', ...options }: { name?: s
   });
   const byPort = (port: number) => nodes.find((n) => n.port === port)!;
   return {
-    url: `${options.tls ? 'rediss' : 'redis'}+sentinel://${userinfo(options)}${sentinels.map((s) => `${urlHost(options)}:${s.port}`).join(',')}/${name}${options.sentinelPassword ? `?sentinel_password=${encodeURIComponent(options.sentinelPassword)}` : ''}`,
+    url: `${options.tls ? 'rediss' : 'redis'}+sentinel://${userinfo(options)}${sentinels.map((s) => `${urlHost(options)}:${s.port}`).join(',')}/${name}${sentinelQuery(options)}`,
     caFile: sec.caFile,
     name,
     nodes,

@@ -7,6 +7,7 @@
 import t from 'tap';
 import type { Redis } from 'ioredis';
 import { connectRedis } from '../../src/state/redis.ts';
+import { SENTINEL_ACL } from '../../src/state/redis-connect.ts';
 import { addressesOf, announcedPrimary, otherSentinels, selectedFrom } from '../../src/state/sentinel-switch.ts';
 import { RedisLimiter } from '../../src/ratelimit/redis-limiter.ts';
 import { cli, startSentinel } from '../helpers/redis-topology.ts';
@@ -59,11 +60,13 @@ const variants = [
   // a URL naming one sentinel (or one name in front of all of them) while another leads the failover:
   // only the leader tells that a replica is being promoted
   { hostnames: false, oneSentinel: true, label: ', the URL naming one sentinel, another leading' },
+  // the least a sentinel ACL user needs (README), and nothing refused meanwhile (ACL LOG)
+  { hostnames: false, sentinelUser: { name: 'portico', password: 'sentinel+secret', rules: SENTINEL_ACL }, label: ', sentinels with an ACL user of the README\'s rules' },
 ];
-for (const { hostnames, oneSentinel, label } of variants) t.test(`a switchover${label}: both connections move to the new primary and stay there through every announcement`, async (t) => {
+for (const { hostnames, oneSentinel, sentinelUser, label } of variants) t.test(`a switchover${label}: both connections move to the new primary and stay there through every announcement`, async (t) => {
   // with announce-hostnames the sentinels name every node `localhost`, and the connections' peers are
   // addresses: an announcement must be compared with what its name resolves to
-  const topology = await startSentinel({ hostnames });
+  const topology = await startSentinel({ hostnames, sentinelUser });
   t.teardown(() => topology.stop());
   const url = oneSentinel ? `redis+sentinel://127.0.0.1:${topology.sentinels[1].port}/${topology.name}` : topology.url;
   const conns = connectRedis(url, { commandTimeoutMs: 1000 });
@@ -135,6 +138,12 @@ for (const { hostnames, oneSentinel, label } of variants) t.test(`a switchover${
   t.equal(await client.publish('portico:switch-test', 'after'), 1, 'the subscriber is subscribed again');
   while (messages.length === 0 && Date.now() < deadline) await sleep(20);
   t.same(messages, ['after']);
+  if (sentinelUser) {
+    for (const sentinel of topology.sentinels) {
+      t.equal(await cli(sentinel.port, 'ACL', 'LOG'), '', `nothing refused by the sentinel at :${sentinel.port}`);
+      t.match(await cli(sentinel.port, 'CLIENT', 'LIST'), /name=portico-switch\b[^\n]*\bsub=3\b[^\n]*\buser=portico\b/, 'its failover events are heard as that user');
+    }
+  }
   // the switchover moved the counters with the data (the replica had them): counting goes on from there
   const next = await limiter.consume('switch-test', limit, ban);
   t.equal(next.remaining, limit.perDay - 2, 'the limiter counts on the new primary, from where it was');
