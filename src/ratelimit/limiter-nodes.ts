@@ -59,6 +59,8 @@ export class LimiterNodes {
   }
 
   async #recover(err: unknown, failed: LimiterConnection, slot: number, args: string, argCount: number, deadline: number, left: number): Promise<Reply> {
+    // a timeout names its node, so the stores know whether the server they write to is the frozen one
+    if ((err as { code?: string }).code === 'REDIS_TIMEOUT') (err as { node?: string }).node ??= this.#keyOf(failed);
     if (left === 0 || this.#closed || performance.now() >= deadline) throw err;
     let next: LimiterConnection | null = null;
     let asking = false;

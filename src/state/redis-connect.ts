@@ -154,8 +154,8 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
 
   const reportError = (err: unknown, from: 'state' | 'limiter' = 'state') => {
     const kind = errorKind(err);
-    // a timeout on the server holding the state (the limiter's is another node on a Cluster)
-    if (kind === 'timeout' && (from === 'state' || target.mode !== 'cluster')) health.timedOutAt = Date.now();
+    // a timeout on the server holding the state: on a Cluster the limiter's may be another node
+    if (kind === 'timeout' && (from === 'state' || target.mode !== 'cluster' || nodeOf(err) === primaryFor(STATE_SLOT))) health.timedOutAt = Date.now();
     options.onCommandError?.(kind);
   };
 
@@ -188,6 +188,12 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     reportError,
     options,
   };
+}
+
+/** the node a limiter call timed out on (limiter-nodes.ts names it), through the errors wrapping it */
+function nodeOf(err: unknown): string | undefined {
+  for (let e = err as { node?: unknown; cause?: unknown } | null; e; e = e.cause as typeof e) if (typeof e.node === 'string') return e.node;
+  return undefined;
 }
 
 /** what Portico asks of a sentinel (ioredis's discovery, the follower's events): an ACL user needs no more */
