@@ -43,6 +43,8 @@ export interface RedisConnections {
   refreshTopology(): void;
   /** after a write on the client: WAIT for replicas (§8); an unconfirmed write is counted, never refused */
   acknowledge(): Promise<void>;
+  /** PING the server holding the state (on a Cluster the state slot's primary; the client would pick any node) */
+  pingState(): Promise<unknown>;
   /** credentials and TLS for a connection of the limiter's own */
   auth: { username?: string; password?: string; db: number; tls: boolean };
   /** counts a failed command by kind; `limiter`: one of the limiter's own connections */
@@ -176,6 +178,9 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     if (confirmed < replicasToAck) options.onUnreplicatedWrite?.();
   };
 
+  const pingState = (): Promise<unknown> =>
+    cluster ? (cluster.sendCommand(new Command('ping', [], { replyEncoding: 'utf8' }), undefined, { slot: STATE_SLOT }) as Promise<unknown>) : client.ping();
+
   return {
     mode: target.mode,
     client,
@@ -184,6 +189,7 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     primaryFor,
     refreshTopology: () => cluster?.refreshSlotsCache(),
     acknowledge,
+    pingState,
     auth: { username: target.username, password: target.password, db: target.db, tls: target.tls },
     reportError,
     options,

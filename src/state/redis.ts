@@ -77,7 +77,8 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
   };
   // After a failure, a command is preceded by a PING until Redis answers again: a frozen Redis
   // (SIGSTOP, a stalled network) still looks connected, and a write sent to it would be applied
-  // later although its caller was told 503.
+  // later although its caller was told 503. The PING goes where the state is: on a Cluster a plain
+  // PING went to any node, answered, and the write then went into the frozen one.
   // A command that timed out a moment ago (a frozen server, a stalled network) is not followed by
   // another full wait: a request whose limiter call has just waited out the timeout would otherwise
   // wait as long again for the store's PING, twice the command timeout in all (2.0 s seen with a
@@ -87,7 +88,7 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     if (sinceTimeout >= 0 && sinceTimeout < TIMED_OUT_MS) throw stateUnavailable(new Error('Redis did not answer a command in time a moment ago; not waiting on it again'));
     try {
       await reconnecting();
-      if (now() - health.failedAt < SUSPECT_MS) await client.ping();
+      if (now() - health.failedAt < SUSPECT_MS) await connections.pingState();
       return await run();
     } catch (err) {
       health.failedAt = now();
@@ -271,7 +272,7 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     },
     health: async () => {
       try {
-        await client.ping();
+        await connections.pingState();
         return 'ok';
       } catch {
         return 'down';

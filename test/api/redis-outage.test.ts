@@ -119,7 +119,8 @@ async function setUp(t: Test, env: Record<string, string> = {}): Promise<Setup> 
 
 /** After Redis is back: writes work again and /readyz says ok, without restarting Portico.
  * Resolves with the category names then stored. */
-async function expectRecovery(t: Test, s: Setup, createdMeanwhile: string[] = []): Promise<string[]> {
+/** `meanwhile`: writes made during the outage, by name; `acknowledged` ones (201) must be there, the others may (see below) */
+async function expectRecovery(t: Test, s: Setup, meanwhile: { all: string[]; acknowledged: string[] } = { all: [], acknowledged: [] }): Promise<string[]> {
   const started = Date.now();
   const created = await until('POST /v1/categories works again', () => s.post('Bird'), (a) => a?.status === 201);
   t.equal(created.status, 201, `POST works again after ${Date.now() - started} ms`);
@@ -128,8 +129,8 @@ async function expectRecovery(t: Test, s: Setup, createdMeanwhile: string[] = []
   const list = await s.get();
   t.equal(list.status, 200);
   const names: string[] = list.json.map((c: { name: string }) => c.name);
-  t.same(names.filter((n) => n !== 'Fish' && !createdMeanwhile.includes(n)), ['Dog', 'Cat', 'Bird'], 'the shared data, with the new write');
-  t.same(createdMeanwhile.filter((n) => !names.includes(n)), [], 'and every write acknowledged meanwhile');
+  t.same(names.filter((n) => n !== 'Fish' && !meanwhile.all.includes(n)), ['Dog', 'Cat', 'Bird'], 'the shared data, with the new write');
+  t.same(meanwhile.acknowledged.filter((n) => !names.includes(n)), [], 'and every write acknowledged meanwhile');
   rateLimitHeaders(t, list, 'after recovery');
   return names;
 }
@@ -223,30 +224,38 @@ t.test('local (default): Redis frozen (SIGSTOP) during traffic, then resumed (SI
 
 t.test('writes as Redis freezes wait one command timeout, not the limiter\'s and then the store\'s', async (t) => {
   // the first writes after the freeze find the limiter still trusting Redis: its call waits out the
-  // timeout, and the store must not wait as long again before answering 503
-  const timeoutMs = 500;
+  // timeout, and the store must not wait as long again before answering 503. Frozen for more than two
+  // timeouts, so the failing case (2 s) stands apart from one timeout even on a loaded machine
+  const timeoutMs = 1000;
   const s = await setUp(t, { PORTICO_REDIS_COMMAND_TIMEOUT_MS: String(timeoutMs) });
   const pid = s.redis.process.pid!;
   let n = 0;
-  const sent: Array<{ name: string; answer: Timed }> = [];
+  const sent: Array<{ name: string; answer: Timed; started: number }> = [];
   const load = traffic(async () => {
     const name = `Frozen${++n}`;
+    const started = performance.now();
     const answer = await s.post(name);
-    sent.push({ name, answer });
+    sent.push({ name, answer, started });
     return answer;
   });
+  await sleep(100);
+  const frozenAt = performance.now();
   process.kill(pid, 'SIGSTOP');
-  await sleep(1500);
+  await sleep(2500);
   await load.stop();
   const refused = sent.filter((r) => r.answer.status === 503);
   t.ok(refused.length > 0, `${refused.length} writes refused while frozen`);
   t.same(sent.filter((r) => r.answer.status !== 503 && r.answer.status !== 201).map((r) => `${r.answer.status} ${r.answer.text}`), [], 'each write answered 201 (before the freeze) or 503');
   const slowest = Math.max(...sent.map((r) => r.answer.ms));
-  t.ok(slowest < timeoutMs + 400, `slowest write: ${slowest.toFixed(0)} ms (the command timeout is ${timeoutMs} ms)`);
+  t.ok(slowest < timeoutMs + 600, `slowest write: ${slowest.toFixed(0)} ms (the command timeout is ${timeoutMs} ms)`);
 
   process.kill(pid, 'SIGCONT');
-  const names = await expectRecovery(t, s, sent.filter((r) => r.answer.status === 201).map((r) => r.name));
-  t.same(refused.filter((r) => names.includes(r.name)).map((r) => r.name), [], 'no write answered 503 was applied after SIGCONT');
+  const names = await expectRecovery(t, s, { all: sent.map((r) => r.name), acknowledged: sent.filter((r) => r.answer.status === 201).map((r) => r.name) });
+  // a write already sent when Redis froze is applied when it resumes, though answered 503 (its outcome
+  // was unknown); one made after the freeze is never sent into it
+  const applied = refused.filter((r) => names.includes(r.name));
+  t.comment(`answered 503 but applied on resume (sent as Redis froze): ${applied.length}`);
+  t.same(applied.filter((r) => r.started > frozenAt).map((r) => r.name), [], 'no write made after the freeze and answered 503 was applied after SIGCONT');
 });
 
 t.test('closed: with Redis killed every /v1 call answers 503 with Retry-After, /readyz 503', async (t) => {
