@@ -75,14 +75,11 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     const left = RECONNECT_WAIT_MS - (now() - lostAt);
     if (left > 0) await connected(client, Math.min(left, connections.options.commandTimeoutMs));
   };
-  // After a failure, a command is preceded by a PING until Redis answers again: a frozen Redis
-  // (SIGSTOP, a stalled network) still looks connected, and a write sent to it would be applied
-  // later although its caller was told 503. The PING goes where the state is: on a Cluster a plain
-  // PING went to any node, answered, and the write then went into the frozen one.
-  // A command that timed out a moment ago (a frozen server, a stalled network) is not followed by
-  // another full wait: a request whose limiter call has just waited out the timeout would otherwise
-  // wait as long again for the store's PING, twice the command timeout in all (2.0 s seen with a
-  // frozen Sentinel primary). That refusal is not itself a failure to count or to wait on.
+  // After a failure, a command is preceded by a PING to the state's server (on a Cluster a plain PING
+  // went to any node, and the write then into the frozen one) until Redis answers again: a frozen Redis
+  // (SIGSTOP, a stalled network) still looks connected, and a write sent to it would be applied later
+  // although its caller was told 503. Right after a timeout (this request's limiter call, most often)
+  // Redis is not waited on again: the two waits made 2.0 s with a 1000 ms timeout. No failure to count.
   const call = async <T>(run: () => Promise<T>): Promise<T> => {
     const sinceTimeout = Date.now() - health.timedOutAt;
     if (sinceTimeout >= 0 && sinceTimeout < TIMED_OUT_MS) throw stateUnavailable(new Error('Redis did not answer a command in time a moment ago; not waiting on it again'));

@@ -35,10 +35,9 @@
 // looked up and compared by its addresses, as a connection's peer is one. A connection whose peer cannot
 // be matched (the lookup failed, another address for the same server) is reconnected: one gap too many,
 // never a missed failover.
-import { lookup } from 'node:dns/promises';
-import { isIP } from 'node:net';
 import { Redis, SentinelConnector, type RedisOptions } from 'ioredis';
 import type { RedisAddress, RedisTarget } from './redis-url.ts';
+import { addressesOf, announcedPrimary, otherSentinels, selectedFrom } from './sentinel-events.ts';
 
 const SWITCHED = '+switch-master';
 const SELECTED = '+selected-slave';
@@ -255,56 +254,6 @@ function agreeingConnector(agrees: (found: RedisAddress) => Promise<boolean>): C
   };
   Object.defineProperty(AgreeingConnector.prototype, 'resolveMaster', { value: resolve });
   return AgreeingConnector as unknown as ConnectorClass;
-}
-
-/** `<name> <old ip> <old port> <new ip> <new port>` → the new primary, for the primary named `name` */
-export function announcedPrimary(message: string, name: string): RedisAddress | null {
-  const fields = message.split(' ');
-  if (fields.length !== 5 || fields[0] !== name) return null;
-  const port = Number(fields[4]);
-  if (!Number.isInteger(port) || port <= 0 || port > 65535) return null;
-  return { host: fields[3], port };
-}
-
-/**
- * `slave <ip>:<port> <ip> <port> @ <name> <primary ip> <primary port>` (+selected-slave: a failover
- * has chosen the replica to promote) → the primary it replaces, for the primary named `name`
- */
-export function selectedFrom(message: string, name: string): RedisAddress | null {
-  const fields = message.split(' ');
-  if (fields.length !== 8 || fields[4] !== '@' || fields[5] !== name) return null;
-  const port = Number(fields[7]);
-  if (!Number.isInteger(port) || port <= 0 || port > 65535) return null;
-  return { host: fields[6], port };
-}
-
-/** SENTINEL SENTINELS' reply (one field list per other sentinel) → those still connected to the asked one */
-export function otherSentinels(reply: unknown): RedisAddress[] {
-  if (!Array.isArray(reply)) return [];
-  const out: RedisAddress[] = [];
-  for (const fields of reply) {
-    if (!Array.isArray(fields)) continue;
-    const field = (key: string) => {
-      for (let at = 0; at + 1 < fields.length; at += 2) if (fields[at] === key && typeof fields[at + 1] === 'string') return fields[at + 1] as string;
-      return undefined;
-    };
-    const host = field('ip');
-    const port = Number(field('port'));
-    if (!host || !Number.isInteger(port) || port <= 0 || port > 65535) continue;
-    if ((field('flags') ?? '').split(',').includes('disconnected')) continue;
-    out.push({ host, port });
-  }
-  return out;
-}
-
-/** An announced host's addresses: itself when it is one, else what it resolves to (none if it does not). */
-export async function addressesOf(host: string): Promise<string[]> {
-  if (isIP(host)) return [host];
-  try {
-    return (await lookup(host, { all: true })).map((entry) => entry.address);
-  } catch {
-    return [];
-  }
 }
 
 /** whether `client` is ready on `port` at one of `addresses`; null while it is not ready (being made, it asks the sentinels) */

@@ -8,7 +8,7 @@ import t from 'tap';
 import type { Redis } from 'ioredis';
 import { connectRedis } from '../../src/state/redis.ts';
 import { SENTINEL_ACL } from '../../src/state/redis-connect.ts';
-import { addressesOf, announcedPrimary, otherSentinels, selectedFrom } from '../../src/state/sentinel-switch.ts';
+import { addressesOf, announcedPrimary, otherSentinels, selectedFrom } from '../../src/state/sentinel-events.ts';
 import { RedisLimiter } from '../../src/ratelimit/redis-limiter.ts';
 import { cli, startSentinel } from '../helpers/redis-topology.ts';
 
@@ -21,7 +21,7 @@ t.test('an announcement names the new primary of one name, or nothing', async (t
   t.equal(announcedPrimary('other 127.0.0.1 6379 127.0.0.1 6380', 'portico'), null, 'another primary');
   t.equal(announcedPrimary('portico 127.0.0.1 6379 127.0.0.1', 'portico'), null, 'a field short');
   t.equal(announcedPrimary('portico 127.0.0.1 6379 127.0.0.1 6380 x', 'portico'), null, 'a field more');
-  for (const port of ['0', '65536', '63a', '-1', '']) t.equal(announcedPrimary(`portico 127.0.0.1 6379 127.0.0.1 ${port}`, 'portico'), null, `port "${port}"`);
+  for (const port of ['0', '65536', '63a', '-1', '', '0x50', '1e3', '80.0']) t.equal(announcedPrimary(`portico 127.0.0.1 6379 127.0.0.1 ${port}`, 'portico'), null, `port "${port}"`);
 });
 
 t.test('a failover\'s selected replica names the primary it replaces, for one name', async (t) => {
