@@ -134,6 +134,23 @@ export function startTraffic(instances: Child[], key: string, { readers = 1, wri
 /** Writes refused by a planned switchover, from the first refusal to the first success after the last: at most this long */
 export const PLANNED_SWITCHOVER_MAX_OUTAGE_MS = 5000;
 
+/** Through a failover: every request answered, every read 200, and no 5xx but 503. */
+export function checkAnswered(t: Test, report: TrafficReport): void {
+  t.equal(report.noAnswer, 0, 'every request got an answer');
+  t.same(Object.keys(report.readsByStatus), ['200'], `every read answered 200 (${JSON.stringify(report.readsByStatus)})`);
+  t.same(Object.keys(report.byStatus).map(Number).filter((s) => s >= 500 && s !== 503), [], 'the only 5xx is 503');
+}
+
+/** Once writes worked again on an instance, none failed there any more (a later gap is a defect). */
+export function checkNoRelapse(t: Test, report: TrafficReport): void {
+  for (const [i, writes] of report.timeline.entries()) {
+    const failed = writes.findIndex((w) => !w.endsWith(':201'));
+    const back = failed === -1 ? -1 : writes.findIndex((w, at) => at > failed && w.endsWith(':201'));
+    const later = back === -1 ? [] : writes.slice(back).filter((w) => !w.endsWith(':201'));
+    t.same(later, [], `instance ${i}: once writes worked again, every later write worked (ms:status)`);
+  }
+}
+
 /**
  * A planned switchover (SENTINEL FAILOVER, CLUSTER FAILOVER): the old primary stays up and hands over,
  * so reads all answer, writes answer 503 (none 500) at most while the replica is promoted, and none
@@ -141,16 +158,9 @@ export const PLANNED_SWITCHOVER_MAX_OUTAGE_MS = 5000;
  */
 export function checkPlannedSwitchover(t: Test, report: TrafficReport): void {
   t.comment(`answers by status: ${JSON.stringify(report.byStatus)}; no answer: ${report.noAnswer}; longest request ${Math.round(report.longestMs)} ms; writes refused for ${report.outageMs === null ? 'ever' : `${Math.round(report.outageMs)} ms`}`);
-  t.equal(report.noAnswer, 0, 'every request got an answer');
-  t.same(Object.keys(report.readsByStatus), ['200'], `every read answered 200 (${JSON.stringify(report.readsByStatus)})`);
-  t.same(Object.keys(report.byStatus).map(Number).filter((s) => s >= 500 && s !== 503), [], 'the only 5xx is 503');
+  checkAnswered(t, report);
   t.ok(report.outageMs !== null && report.outageMs <= PLANNED_SWITCHOVER_MAX_OUTAGE_MS, `writes refused for at most ${PLANNED_SWITCHOVER_MAX_OUTAGE_MS} ms`);
-  for (const [i, writes] of report.timeline.entries()) {
-    const failed = writes.findIndex((w) => !w.endsWith(':201'));
-    const back = failed === -1 ? -1 : writes.findIndex((w, at) => at > failed && w.endsWith(':201'));
-    const later = back === -1 ? [] : writes.slice(back).filter((w) => !w.endsWith(':201'));
-    t.same(later, [], `instance ${i}: once writes worked again, every later write worked (ms:status)`);
-  }
+  checkNoRelapse(t, report);
 }
 
 /** Every category acknowledged (201) during `report`'s traffic is listed by every instance. */
