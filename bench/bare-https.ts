@@ -4,18 +4,21 @@
 // listener; the default is https.createServer. Prints `{"port":N}` once listening.
 // REDIS_URL set: before answering, the one rate-limit call /v1 makes per request (Portico's
 // RedisLimiter: the same Lua script, the same pipelined connection) and its X-RateLimit-* headers,
-// and nothing else of Portico's: the floor of a /v1 request on Redis.
+// and nothing else of Portico's: the floor of a /v1 request on Redis. Any URL Portico takes
+// (redis://, redis+sentinel://, redis+cluster://): the limiter finds its node through Portico's own
+// connections (state/redis.ts), as Portico's does, so there is a floor per topology.
 // AFTER_READS=1 (without REDIS_URL): each answer is written after the turn's reads, with Portico's own
 // after-reads.ts, as Portico writes its /v1 answers; without it, inside the read that brought the request.
 import https from 'node:https';
 import http2 from 'node:http2';
 import { readFileSync } from 'node:fs';
+import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 // Portico's suite order: AES-128-GCM first in TLS 1.3, where the clients here list AES-256 first
 import { CIPHERS } from '../src/edge/listeners.ts';
-import { Redis } from 'ioredis';
 import { RedisLimiter } from '../src/ratelimit/redis-limiter.ts';
+import { connectRedis } from '../src/state/redis.ts';
 import { afterReads } from '../src/after-reads.ts';
 
 const body = process.env.BODY_FILE ? readFileSync(process.env.BODY_FILE) : Buffer.from('[]');
@@ -35,9 +38,12 @@ const answerAfterReads = (req: IncomingMessage | http2.Http2ServerRequest, res: 
   afterReads(() => write(res));
 };
 
-const limited = (() => {
+const limited = await (async () => {
   if (!process.env.REDIS_URL) return undefined;
-  const limiter = new RedisLimiter(new Redis(process.env.REDIS_URL, { commandTimeout: 2000, lazyConnect: false }));
+  const connections = connectRedis(process.env.REDIS_URL, 2000);
+  // Sentinel and Cluster name the limiter's node once ioredis is ready there
+  if (connections.client.status !== 'ready') await once(connections.client, 'ready');
+  const limiter = new RedisLimiter(connections);
   const limit = { perMinute: 100_000_000, perDay: 1_000_000_000 };
   const ban = { refusals: 1000, windowSeconds: 60, banSeconds: 60 };
   return (req: IncomingMessage | http2.Http2ServerRequest, res: ServerResponse | http2.Http2ServerResponse) => {

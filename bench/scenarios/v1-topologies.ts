@@ -2,7 +2,9 @@
 // on a Portico whose state and limiter are on one Redis (scenario b's), through Sentinel (a primary,
 // two replicas, three sentinels) and on a three-primary Cluster (a replica each), each against the
 // bare Node HTTPS server answering the same body, in the same run. The topologies run on the load
-// side's core(s), as scenario b's Redis does; each Portico runs alone on the server core.
+// side's core(s), as scenario b's Redis does; each Portico runs alone on the server core. Beside each
+// topology's Portico, its floor: the bare server making /v1's limiter call on that topology (informational),
+// so what the topology itself costs is told apart from what Portico does on it.
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { startCluster, startSentinel, type ClusterTopology, type SentinelTopology } from '../../test/helpers/redis-topology.ts';
@@ -10,12 +12,15 @@ import { provision, startPortico, type Portico } from '../lib/portico.ts';
 import { expectStatus, get } from '../lib/check.ts';
 import { processTree, stop } from '../lib/proc.ts';
 import type { LoadResult } from '../lib/wrk.ts';
+import { startBareServer, type Bare } from '../lib/bare.ts';
 
 export interface TopologyPortico {
   /** 'Sentinel' or 'Cluster (3 primaries)' */
   topology: string;
   portico: Portico;
   auth: Record<string, string>;
+  /** the bare server making the limiter call on this topology */
+  floor: Bare;
 }
 
 export interface Topologies {
@@ -31,7 +36,10 @@ export async function startTopologies(opts: { tmp: string; certsDir: string; ori
   const started: Array<SentinelTopology | ClusterTopology> = [];
   const porticos: TopologyPortico[] = [];
   const stopAll = async () => {
-    for (const p of porticos) await stop(p.portico.process, 15_000);
+    for (const p of porticos) {
+      await stop(p.portico.process, 15_000);
+      await stop(p.floor.process, 15_000);
+    }
     await Promise.all(started.map((t) => t.stop()));
   };
   try {
@@ -47,8 +55,15 @@ export async function startTopologies(opts: { tmp: string; certsDir: string; ori
     for (const [topology, url] of [['Sentinel', sentinel.url], ['Cluster (3 primaries)', cluster.url]] as const) {
       const name = topology.split(' ')[0].toLowerCase();
       const portico = await startPortico({ dataDir: path.join(opts.tmp, `data-${name}`), certsDir: opts.certsDir, logFile: path.join(opts.tmp, `portico-${name}.log`), cpus: opts.serverCpus, redisUrl: url });
+      let floor: Bare;
+      try {
+        floor = await startBareServer(`bare-https-limited-${name}`, opts.tmp, opts.serverCpus, portico, opts.v1Body, 'https', { redisUrl: url });
+      } catch (err) {
+        await stop(portico.process, 15_000);
+        throw err;
+      }
       const auth = { authorization: `Bearer ${(await provision(portico, opts.originPort)).key}` };
-      porticos.push({ topology, portico, auth });
+      porticos.push({ topology, portico, auth, floor });
       for (const category of JSON.parse(opts.v1Body.toString('utf8')) as Array<{ name: string; description: string }>) {
         await expectStatus(`POST /v1/categories (${topology})`, get({ scheme: 'https', port: portico.https, hostname: 'api.localhost', path: '/v1/categories', method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: category.name, description: category.description }) }), 201);
       }
@@ -72,6 +87,7 @@ interface Target {
 }
 
 const NAMES = ['Sentinel', 'Cluster (3 primaries)'];
+const floorOn = (topology: string) => `bare Node HTTPS + the limiter call (floor), ${topology}`;
 
 /**
  * The scenario: `oneRedis` (scenario b's Portico) and a Portico on each topology, against `bare`. The
@@ -104,7 +120,16 @@ export function topologiesScenario(ctx: {
     })),
     ctx.bare,
     ...(ctx.floor ? [ctx.floor] : []),
+    ...NAMES.map((name, i) => ({
+      name: floorOn(name),
+      pids: () => processTree(on(i).floor.process.pid),
+      onServerCore: true,
+      load: (seconds: number) => ctx.v1(on(i).floor.port, {})(seconds),
+    })),
   ];
+  // the floor of each topology: scenario b's on one Redis
+  const floorOf = (name: string) => name === 'one Redis' ? ctx.floor?.name : floorOn(name);
+  const floors = ['one Redis', ...NAMES].filter((name) => floorOf(name) !== undefined);
   return {
     id: 'topologies' as const,
     title: 'b2. /v1 on each Redis topology: one Redis, Sentinel, Cluster (3 primaries)',
@@ -112,7 +137,8 @@ export function topologiesScenario(ctx: {
     targets,
     ratios: [
       ...['one Redis', ...NAMES].map((name) => ({ label: `Portico ${name} ÷ bare req/s`, num: `Portico /v1, ${name}`, den: ctx.bare.name, metric: 'rps' as const, target: { op: '>=' as const, value: 0.75 } })),
-      ...(ctx.floor ? ['one Redis', ...NAMES].map((name) => ({ label: `Portico ${name} ÷ floor req per CPU-second`, num: `Portico /v1, ${name}`, den: ctx.floor!.name, metric: 'perCpuSecond' as const })) : []),
+      ...floors.map((name) => ({ label: `floor on ${name} ÷ bare req/s (what the topology costs the bare server)`, num: floorOf(name)!, den: ctx.bare.name, metric: 'rps' as const })),
+      ...floors.map((name) => ({ label: `Portico ${name} ÷ floor on ${name} req per CPU-second (Portico's own work)`, num: `Portico /v1, ${name}`, den: floorOf(name)!, metric: 'perCpuSecond' as const })),
       ...NAMES.map((name) => ({ label: `Portico ${name} ÷ Portico one Redis req per CPU-second`, num: `Portico /v1, ${name}`, den: 'Portico /v1, one Redis', metric: 'perCpuSecond' as const })),
     ],
     setup: async () => {
