@@ -1,6 +1,7 @@
 // i. Instructions per /v1 request and per full TLS handshake under callgrind (bench/lib/callgrind.ts),
 // for the two targets whose CPU-second ratios swing most between runs here (b: /v1 ≥ 0.75× the bare
-// Node server; d: handshakes ≥ 1.0× the bare undici proxy). Portico, the bare Node HTTPS server, the
+// Node server; d: handshakes ≥ 1.0× the bare undici proxy). Portico (on the run's Redis, then on
+// Sentinel and on a Cluster, as in b2), the bare Node HTTPS server, the
 // same server making /v1's limiter call (the floor) and the bare undici proxy (with Node's defaults
 // and with Portico's heap flags) each run under valgrind, one after the other, on the run's Redis
 // state and origin; each gets a warm-up, then a counted load of a fixed number of requests. The
@@ -17,6 +18,9 @@ import { output, stop, wrap, type Spawned } from '../lib/proc.ts';
 import { runHandshakes } from '../lib/tls-load.ts';
 import { fmt, fmtInt, table } from '../lib/report.ts';
 import { HANDSHAKE_GROUPS } from '../lib/settings.ts';
+import { spawnSync } from 'node:child_process';
+import { startCluster, startSentinel } from '../../test/helpers/redis-topology.ts';
+import { seed } from './v1-topologies.ts';
 
 // the main thread is what to read: under valgrind the threads take turns, so V8's background compiler is
 // still optimising the request path thousands of requests in (docs/performance.md, "Instructions per request")
@@ -57,6 +61,24 @@ async function measure(ctx: BenchContext): Promise<Figure[]> {
   } finally {
     await stop(portico.process, 30_000);
   }
+  // the same Portico on Sentinel and on a Cluster: what each topology adds to a /v1 request's work
+  for (const [topology, start] of [['Sentinel', startSentinel], ['Cluster (3 primaries)', startCluster]] as const) {
+    const id = `portico-${topology.split(' ')[0].toLowerCase()}`;
+    const redis = await start();
+    try {
+      if (ctx.pinning.client) for (const node of [...redis.nodes, ...('sentinels' in redis ? redis.sentinels : [])]) spawnSync('taskset', ['-a', '-p', '-c', ctx.pinning.client, String(node.process.pid)], { stdio: 'ignore' });
+      // under valgrind Portico runs ~50× slower: the Cluster's first slot map would not come within the default timeout
+      const p = await startPortico({ dataDir: path.join(dir, `data-${id}`), certsDir: ctx.certsDir, logFile: path.join(dir, `${id}.log`), cpus: ctx.pinning.server, redisUrl: redis.url, env: { PORTICO_REDIS_COMMAND_TIMEOUT_MS: '20000' }, timeoutMs: START_MS, wrapper: prefix(dir, id) });
+      try {
+        const auth = await seed(p, topology, ctx.origin.port, ctx.v1Body);
+        v1.push({ name: `Portico /v1, ${topology}`, per: await counted(dir, id, p.process, V1, v1Load(p.https, auth)) });
+      } finally {
+        await stop(p.process, 30_000);
+      }
+    } finally {
+      await redis.stop();
+    }
+  }
   for (const [name, redisUrl] of [['bare Node HTTPS', undefined], ['bare Node HTTPS + the limiter call (floor)', ctx.redisUrl]] as const) {
     const id = redisUrl ? 'bare-limited' : 'bare-https';
     const bare = await startBareServer(`${id}-callgrind`, dir, ctx.pinning.server, ctx.portico, ctx.v1Body, 'https', { redisUrl }, under(id));
@@ -88,6 +110,8 @@ async function measure(ctx: BenchContext): Promise<Figure[]> {
   };
   const figures = [
     ...ratio('/v1 Portico ÷ bare Node HTTPS requests per instruction', v1, 'Portico /v1', 'bare Node HTTPS'),
+    ...ratio('/v1 Portico on Sentinel ÷ Portico on one Redis requests per instruction', v1, 'Portico /v1, Sentinel', 'Portico /v1'),
+    ...ratio('/v1 Portico on a Cluster ÷ Portico on one Redis requests per instruction', v1, 'Portico /v1, Cluster (3 primaries)', 'Portico /v1'),
     ...ratio('/v1 floor ÷ bare Node HTTPS requests per instruction', v1, 'bare Node HTTPS + the limiter call (floor)', 'bare Node HTTPS'),
     ...ratio('/v1 Portico ÷ floor requests per instruction', v1, 'Portico /v1', 'bare Node HTTPS + the limiter call (floor)'),
     ...ratio('Portico ÷ bare undici proxy handshakes per instruction', handshakes, 'Portico (proxy)', 'bare undici proxy'),

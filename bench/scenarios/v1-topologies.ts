@@ -62,19 +62,28 @@ export async function startTopologies(opts: { tmp: string; certsDir: string; ori
         await stop(portico.process, 15_000);
         throw err;
       }
-      const auth = { authorization: `Bearer ${(await provision(portico, opts.originPort)).key}` };
+      const auth = await seed(portico, topology, opts.originPort, opts.v1Body);
       porticos.push({ topology, portico, auth, floor });
-      for (const category of JSON.parse(opts.v1Body.toString('utf8')) as Array<{ name: string; description: string }>) {
-        await expectStatus(`POST /v1/categories (${topology})`, get({ scheme: 'https', port: portico.https, hostname: 'api.localhost', path: '/v1/categories', method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: category.name, description: category.description }) }), 201);
-      }
-      const answer = await expectStatus(`GET /v1/categories (${topology})`, get({ scheme: 'https', port: portico.https, hostname: 'api.localhost', path: '/v1/categories', headers: auth }), 200);
-      if (answer.body.length !== opts.v1Body.length) throw new Error(`Portico on ${topology} answers ${answer.body.length} bytes for /v1/categories, the one on one Redis ${opts.v1Body.length}`);
     }
     return { porticos, stop: stopAll };
   } catch (err) {
     await stopAll();
     throw err;
   }
+}
+
+/**
+ * The account, key, project and categories of `v1Body` on a Portico on another Redis than scenario b's,
+ * so it answers the same bytes; the Authorization header of its key
+ */
+export async function seed(portico: Portico, topology: string, originPort: number, v1Body: Buffer): Promise<Record<string, string>> {
+  const auth = { authorization: `Bearer ${(await provision(portico, originPort)).key}` };
+  for (const category of JSON.parse(v1Body.toString('utf8')) as Array<{ name: string; description: string }>) {
+    await expectStatus(`POST /v1/categories (${topology})`, get({ scheme: 'https', port: portico.https, hostname: 'api.localhost', path: '/v1/categories', method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: category.name, description: category.description }) }), 201);
+  }
+  const answer = await expectStatus(`GET /v1/categories (${topology})`, get({ scheme: 'https', port: portico.https, hostname: 'api.localhost', path: '/v1/categories', headers: auth }), 200);
+  if (answer.body.length !== v1Body.length) throw new Error(`Portico on ${topology} answers ${answer.body.length} bytes for /v1/categories, the one on one Redis ${v1Body.length}`);
+  return auth;
 }
 
 /** the shape of a bench/run.ts target */
