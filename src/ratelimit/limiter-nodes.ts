@@ -18,6 +18,8 @@ import { ReplyError, type Reply } from './resp.ts';
 export interface LimiterTopology {
   /** the primary for `slot` ("host:port"), or null while there is none */
   primaryFor(slot: number): string | null;
+  /** every primary there is now (empty while there is none) */
+  primaries(): string[];
   refreshTopology(): void;
 }
 
@@ -121,15 +123,11 @@ export class LimiterNodes {
   }
 
   #prune(): void {
-    const primaries = new Set<string>();
-    for (let slot = 0; slot < 16384; slot++) {
-      const node = this.#topology.primaryFor(slot);
-      if (node) primaries.add(node);
-    }
+    const primaries = this.#topology.primaries();
     // no primary known (a failover): keep what there is until one is
-    if (primaries.size === 0) return;
+    if (primaries.length === 0) return;
     for (const [address, connection] of this.#connections) {
-      if (primaries.has(address)) continue;
+      if (primaries.includes(address)) continue;
       this.#connections.delete(address);
       connection.close();
     }

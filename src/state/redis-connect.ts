@@ -39,6 +39,8 @@ export interface RedisConnections {
   health: { failedAt: number; timedOutAt: number; connectionError?: Error };
   /** the primary a limiter call on `slot` goes to now ("host:port"), from ioredis's view; null while it has none */
   primaryFor(slot: number): string | null;
+  /** every primary ioredis names now, for any slot ("host:port"); empty while it names none */
+  primaries(): string[];
   /** asks ioredis to look at the topology again (a MOVED, a READONLY, a lost node) */
   refreshTopology(): void;
   /** after a write on the client: WAIT for replicas (§8); an unconfirmed write is counted, never refused */
@@ -154,6 +156,16 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     return sentinelPrimary.key;
   };
 
+  const primaries = (): string[] => {
+    if (!cluster) {
+      const primary = primaryFor(0);
+      return primary ? [primary] : [];
+    }
+    const owners = new Set<string>();
+    for (const slot of cluster.slots) if (slot?.[0]) owners.add(slot[0]);
+    return [...owners];
+  };
+
   const reportError = (err: unknown, from: 'state' | 'limiter' = 'state') => {
     const kind = errorKind(err);
     // a timeout on the server holding the state: on a Cluster the limiter's may be another node
@@ -187,6 +199,7 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     subscriber,
     health,
     primaryFor,
+    primaries,
     refreshTopology: () => cluster?.refreshSlotsCache(),
     acknowledge,
     pingState,

@@ -43,6 +43,7 @@ t.test('the limiter follows its subject\'s slot through a reshard: no failed cal
 
   const conns = connectRedis(topology.url, { commandTimeoutMs: 1000 });
   await new Promise((resolve) => (conns.client.status === 'ready' ? resolve(undefined) : conns.client.once('ready', resolve)));
+  t.same(conns.primaries().sort(), (await primaries()).map((node) => `127.0.0.1:${node.port}`).sort(), 'the connections name the three primaries (the limiter keeps a connection to these only)');
   const limiter = new RedisLimiter(conns);
   t.teardown(async () => {
     await limiter.close();
