@@ -3,8 +3,8 @@
 // redis-server); contract-sentinel.test.ts and contract-cluster.test.ts run them on those topologies.
 // What only one backend has (the data-dir lock; pub/sub, fallback reads, the 60 s cache) follows.
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
-import { readdirSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { openEmbeddedStores } from '../../src/state/embedded.ts';
@@ -116,7 +116,9 @@ t.test('embedded only', async (t) => {
     t.strictSame((await second.categories.list('production')).map((c) => c.name), ['owned']);
   });
 
-  t.test('another process cannot open a data dir this process holds', async (t) => {
+  // another container on the same volume: its own pid namespace, where the owner's pid names nothing
+  const unshare = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status === 0;
+  t.test('another process cannot open a data dir this process holds, in another pid namespace either', async (t) => {
     const dataDir = tempDir('state-lock-proc');
     t.teardown(() => cleanup(dataDir));
     const stores = await openEmbeddedStores(dataDir);
@@ -126,34 +128,51 @@ t.test('embedded only', async (t) => {
     const module = path.resolve(import.meta.dirname, '../../src/state/embedded.ts');
     const script = `
       import { openEmbeddedStores } from ${JSON.stringify(module)};
-      try { const s = await openEmbeddedStores(${JSON.stringify(dataDir)}); await s.close(); console.log('OPENED'); }
+      try { const s = await openEmbeddedStores(${JSON.stringify(dataDir)}); await s.close(); console.log('OPENED', process.pid); }
       catch (err) { console.log(err.code); }`;
-    const run = () =>
+    const run = (wrapper: string[] = []) =>
       new Promise<string>((resolve, reject) => {
-        const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+        const [command, ...args] = [...wrapper, process.execPath, '--input-type=module', '-e', script];
+        const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
         let out = '';
         child.stdout.on('data', (chunk) => (out += chunk));
         child.once('error', reject);
         child.once('exit', () => resolve(out.trim()));
       });
+    const namespaced = ['unshare', '--pid', '--fork', '--mount-proc'];
     t.equal(await run(), 'DATA_DIR_LOCKED', 'refused while held');
+    if (unshare) t.equal(await run(namespaced), 'DATA_DIR_LOCKED', 'refused in a pid namespace of its own');
+    else t.comment('unshare --pid needs root and util-linux: the other pid namespace is not tried');
     await stores.close();
     closed = true;
-    t.equal(await run(), 'OPENED', 'opens once released');
+    t.match(await run(), /^OPENED \d+$/, 'opens once released');
+    if (unshare) t.equal(await run(namespaced), 'OPENED 1', 'and as pid 1 of its own namespace');
   });
 
-  t.test('a lock left by a dead process (kill -9) is taken over', async (t) => {
+  t.test('the lock of a process killed with kill -9 is free at once; its note is replaced', async (t) => {
     const dataDir = tempDir('state-stale-lock');
     t.teardown(() => cleanup(dataDir));
-    const child = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' });
-    await new Promise((resolve) => child.once('exit', resolve));
-    writeFileSync(path.join(dataDir, 'portico.lock'), String(child.pid));
+    const module = path.resolve(import.meta.dirname, '../../src/state/embedded.ts');
+    const holder = spawn(process.execPath, ['--input-type=module', '-e', `
+      import { openEmbeddedStores } from ${JSON.stringify(module)};
+      await openEmbeddedStores(${JSON.stringify(dataDir)});
+      console.log('OPENED');
+      setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise((resolve) => holder.once('exit', resolve));
+    await new Promise<void>((resolve) => holder.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('OPENED') && resolve()));
+    t.equal(readFileSync(path.join(dataDir, 'portico.lock'), 'utf8').split(' ')[0], String(holder.pid), 'the note names the owner');
+    const refused = await openEmbeddedStores(dataDir).then(async (s) => (await s.close(), null), (err: Error & { code?: string }) => err);
+    t.equal(refused?.code, 'DATA_DIR_LOCKED', 'refused while the owner lives');
+    t.match(refused?.message, `in use by process ${holder.pid}`, 'the refusal names the owner');
+    holder.kill('SIGKILL');
+    await exited;
     const stores = await openEmbeddedStores(dataDir);
     t.teardown(() => stores.close());
     t.equal(await stores.health(), 'ok');
+    t.equal(readFileSync(path.join(dataDir, 'portico.lock'), 'utf8').split(' ')[0], String(process.pid), 'the dead owner\'s note is replaced');
   });
 
-  t.test('several processes starting together on a dead process\'s lock: exactly one takes it over', async (t) => {
+  t.test('several processes starting together, over a dead process\'s note: exactly one owns the data dir', async (t) => {
     const module = path.resolve(import.meta.dirname, '../../src/state/embedded.ts');
     const PROCESSES = 6;
     for (let round = 0; round < 3; round++) {
@@ -178,7 +197,7 @@ t.test('embedded only', async (t) => {
       })));
       t.equal(outcomes.filter((o) => o === 'OPENED').length, 1, `round ${round + 1}: one owner (${outcomes.join(', ')})`);
       t.equal(outcomes.filter((o) => o === 'DATA_DIR_LOCKED').length, PROCESSES - 1, 'the others are refused');
-      t.same(readdirSync(dataDir).filter((name) => name.startsWith('portico.lock')), [], 'no lock or moved file is left behind');
+      t.same(readdirSync(dataDir).filter((name) => name.startsWith('portico.lock')), [], 'the owner removed its note when it closed');
     }
   });
 });
