@@ -14,12 +14,19 @@ import { DatabaseSync } from 'node:sqlite';
  * `portico.lock` names the owner's pid for the message of the refused and for people; it is only a note.
  */
 export function lockDataDir(dataDir: string): () => void {
-  const db = new DatabaseSync(path.join(dataDir, 'portico.owner'), { timeout: 0 });
+  const file = path.join(dataDir, 'portico.owner');
+  const db = new DatabaseSync(file, { timeout: 0, open: false });
   try {
+    db.open();
     db.exec('BEGIN EXCLUSIVE');
   } catch (err) {
-    db.close();
-    if ((err as { errcode?: number }).errcode !== SQLITE_BUSY) throw err;
+    if (db.isOpen) db.close();
+    const code = (err as { errcode?: number }).errcode;
+    if (code !== SQLITE_BUSY) {
+      // never replaced here: a process could hold the lock on the file being replaced
+      const hint = code === SQLITE_NOTADB ? '; it is not the file Portico makes: remove it if no Portico runs on this data dir' : '';
+      throw new Error(`cannot take the lock of ${dataDir} (${file}): ${(err as Error).message}${hint}`, { cause: err });
+    }
     const owner = ownerNote(dataDir);
     throw Object.assign(new Error(`${dataDir} is in use by ${owner ? `process ${owner}` : 'another process'}; one process owns the embedded state (set PORTICO_REDIS_URL to run many)`), { code: 'DATA_DIR_LOCKED' });
   }
@@ -37,6 +44,7 @@ export function lockDataDir(dataDir: string): () => void {
 }
 
 const SQLITE_BUSY = 5;
+const SQLITE_NOTADB = 26;
 
 /**
  * The pid the owner wrote. It writes its note just after it takes the lock, over a killed owner's:

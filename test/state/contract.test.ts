@@ -172,6 +172,15 @@ t.test('embedded only', async (t) => {
     t.equal(readFileSync(path.join(dataDir, 'portico.lock'), 'utf8').split(' ')[0], String(process.pid), 'the dead owner\'s note is replaced');
   });
 
+  t.test('a lock file that is not Portico\'s stops the open with a message, and is left as it was', async (t) => {
+    const dataDir = tempDir('state-lock-foreign');
+    t.teardown(() => cleanup(dataDir));
+    const foreign = 'not a lock: someone else\'s file, long enough to hold a database header\n'.repeat(2);
+    writeFileSync(path.join(dataDir, 'portico.owner'), foreign);
+    await t.rejects(openEmbeddedStores(dataDir), /cannot take the lock of .*portico\.owner.*not the file Portico makes: remove it if no Portico runs on this data dir/);
+    t.equal(readFileSync(path.join(dataDir, 'portico.owner'), 'utf8'), foreign, 'the file is untouched');
+  });
+
   t.test('several processes starting together, over a dead process\'s note: exactly one owns the data dir', async (t) => {
     const module = path.resolve(import.meta.dirname, '../../src/state/embedded.ts');
     const PROCESSES = 6;
