@@ -18,6 +18,7 @@ export function lockDataDir(dataDir: string): () => void {
   const db = new DatabaseSync(file, { timeout: 0, open: false });
   try {
     db.open();
+    db.exec('PRAGMA journal_mode=MEMORY'); // the transaction writes nothing: no -journal file beside it
     db.exec('BEGIN EXCLUSIVE');
   } catch (err) {
     if (db.isOpen) db.close();

@@ -166,6 +166,7 @@ t.test('embedded only', async (t) => {
     t.match(refused?.message, `in use by process ${holder.pid}`, 'the refusal names the owner');
     holder.kill('SIGKILL');
     await exited;
+    t.same(readdirSync(dataDir).filter((name) => name.startsWith('portico.owner')), ['portico.owner'], 'the lock file alone, no journal beside it');
     const stores = await openEmbeddedStores(dataDir);
     t.teardown(() => stores.close());
     t.equal(await stores.health(), 'ok');
