@@ -33,7 +33,12 @@ export function lockDataDir(dataDir: string): () => void {
   }
   const note = path.join(dataDir, 'portico.lock');
   const token = `${process.pid} ${randomBytes(8).toString('hex')}`;
-  writeFileSync(note, token); // the lock is held: nobody else writes it (a killed owner's note is replaced)
+  try {
+    writeFileSync(note, token); // the lock is held: nobody else writes it (a killed owner's note is replaced)
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   return () => {
     try {
       if (readFileSync(note, 'utf8') === token) rmSync(note, { force: true });

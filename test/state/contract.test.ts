@@ -4,7 +4,7 @@
 // What only one backend has (the data-dir lock; pub/sub, fallback reads, the 60 s cache) follows.
 import t, { type Test } from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { openEmbeddedStores } from '../../src/state/embedded.ts';
@@ -180,6 +180,17 @@ t.test('embedded only', async (t) => {
     writeFileSync(path.join(dataDir, 'portico.owner'), foreign);
     await t.rejects(openEmbeddedStores(dataDir), /cannot take the lock of .*portico\.owner.*not the file Portico makes: remove it if no Portico runs on this data dir/);
     t.equal(readFileSync(path.join(dataDir, 'portico.owner'), 'utf8'), foreign, 'the file is untouched');
+  });
+
+  t.test('an open that fails after taking the lock gives it back', async (t) => {
+    const dataDir = tempDir('state-lock-note');
+    t.teardown(() => cleanup(dataDir));
+    mkdirSync(path.join(dataDir, 'portico.lock')); // the note cannot be written
+    await t.rejects(openEmbeddedStores(dataDir), { code: 'EISDIR' });
+    rmSync(path.join(dataDir, 'portico.lock'), { recursive: true });
+    const stores = await openEmbeddedStores(dataDir);
+    t.teardown(() => stores.close());
+    t.equal(await stores.health(), 'ok', 'the lock was free again');
   });
 
   t.test('several processes starting together, over a dead process\'s note: exactly one owns the data dir', async (t) => {
