@@ -166,6 +166,12 @@ export function openFileCertStores(certsDir: string, directoryUrl: string): Cert
       release: async (name, token) => {
         if (locks.get(name)?.token === token) locks.delete(name);
       },
+      extend: async (name, token, ttlMs) => {
+        const held = locks.get(name);
+        if (held?.token !== token || held.until <= Date.now()) return false;
+        held.until = Date.now() + ttlMs;
+        return true;
+      },
     },
     accountKey: {
       load: async () => (existsSync(accountFile) ? readFileSync(accountFile, 'utf8') : null),

@@ -43,6 +43,8 @@ export interface ManagerOptions {
   cacheSize?: number;
   /** a fraction in [0, 1) per hostname that moves its renewal earlier (tests pass a constant) */
   jitter?: (hostname: string) => number;
+  /** how long an order's lock outlives an instance that stops keeping it alive (ordering.ts; tests lower it) */
+  lockTtlMs?: number;
 }
 
 function hashJitter(hostname: string): number {
@@ -137,6 +139,7 @@ export function createCertificateManager(options: ManagerOptions) {
     onRetryDue: (hostname, at) => wake(RETRY_JOB, hostname, at),
     isDue: (stored) => renewals.isDue(stored),
     queueEstimates: () => options.queueEstimates?.() ?? Promise.resolve(null),
+    ...(options.lockTtlMs ? { lockTtlMs: options.lockTtlMs } : {}),
   });
   const renewals = createRenewals({
     stores, certs, ordering, now, log, jitter,

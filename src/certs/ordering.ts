@@ -51,11 +51,37 @@ export interface OrderingOptions {
    * account-wide limit to tell by)
    */
   queueEstimates(): Promise<((place: number) => number) | null>;
+  /** how long a lock outlives an instance that stops keeping it alive (default 2 min; tests lower it) */
+  lockTtlMs?: number;
 }
 
 export function createOrdering(options: OrderingOptions) {
   const { stores, certs, chain, queue, log, metrics, now } = options;
+  const lockTtlMs = options.lockTtlMs ?? LOCK_TTL_MS;
   const inFlight = new Map<string, Promise<OrderResult>>();
+
+  /**
+   * Takes a lock across instances and keeps it while `work` runs, however long the CA takes (an
+   * order through several CAs can outlast any fixed TTL, and a second instance would then order the
+   * same name again): extended every third of its TTL, released after. Null when another holds it.
+   */
+  async function holding<T>(name: string, work: () => Promise<T>): Promise<{ result: T } | null> {
+    const token = await certs.locks.acquire(name, lockTtlMs);
+    if (!token) return null;
+    const keepAlive = setInterval(() => {
+      certs.locks.extend(name, token, lockTtlMs).then(
+        (held) => { if (!held) log.warn({ lock: name }, 'a lock expired while its work ran: another instance may do the same work'); },
+        (err) => log.warn({ lock: name, err: (err as Error).message }, 'could not extend a lock'),
+      );
+    }, lockTtlMs / 3);
+    keepAlive.unref();
+    try {
+      return { result: await work() };
+    } finally {
+      clearInterval(keepAlive);
+      await certs.locks.release(name, token).catch(() => undefined);
+    }
+  }
 
   const record = (hostname: string) => (event: DomainEvent) => stores.domains.appendEvent(hostname, event);
 
@@ -103,18 +129,15 @@ export function createOrdering(options: OrderingOptions) {
       return { certificate: valid, queued: { retryAt: now(), accountWide: true } };
     }
     // 4. one instance orders; the others find the result in the store
-    const lock = await certs.locks.acquire(`cert:${hostname}`, LOCK_TTL_MS);
-    if (!lock) return { certificate: await waitForOther(hostname) };
-    try {
+    const ordered = await holding(`cert:${hostname}`, async () => {
       if (reason === 'renewal' && valid) {
         // another instance (or the other path: job or sweep) may have renewed it just now
         const fresh = await certs.certificates.get(hostname);
         if (fresh && !options.isDue(fresh)) return { certificate: fresh };
       }
-      return await order(domain, valid, reason);
-    } finally {
-      await certs.locks.release(`cert:${hostname}`, lock).catch(() => undefined);
-    }
+      return order(domain, valid, reason);
+    });
+    return ordered ? ordered.result : { certificate: await waitForOther(hostname) };
   }
 
   async function order(domain: Domain, valid: StoredCertificate | null, reason: OrderReason): Promise<OrderResult> {
@@ -192,28 +215,18 @@ export function createOrdering(options: OrderingOptions) {
   async function drainQueue(): Promise<void> {
     // the common case, every minute on every instance: nothing waits, nothing to lock
     if ((await queue.size()) === 0) return;
-    const lock = await certs.locks.acquire('acme-queue', LOCK_TTL_MS);
-    if (!lock) return;
-    try {
+    await holding('acme-queue', async () => {
       for (const { hostname } of await queue.head(QUEUE_PAGE)) {
         const result = await obtain(hostname, 'queue');
         if (result.queued?.accountWide) break;
       }
       await refreshPositions();
-    } finally {
-      await certs.locks.release('acme-queue', lock).catch(() => undefined);
-    }
+    });
   }
 
   /** refreshPositions() now, unless a drain holds the queue (it refreshes when it ends) */
   async function refreshUnlessDraining(): Promise<void> {
-    const lock = await certs.locks.acquire('acme-queue', LOCK_TTL_MS);
-    if (!lock) return;
-    try {
-      await refreshPositions();
-    } finally {
-      await certs.locks.release('acme-queue', lock).catch(() => undefined);
-    }
+    await holding('acme-queue', refreshPositions);
   }
 
   async function refreshPositions(): Promise<void> {

@@ -1,8 +1,9 @@
 // Certificates, challenges, locks and the ACME account key in Redis, shared by every instance.
-// Locks are `SET NX PX` with an owner token and a compare-and-delete release. Two sorted sets index
-// the certificates by time, written in the same MULTI as the certificate: `portico:cert-renewal`
-// (score: when the renewal window opens) for the sweep, `portico:cert-expiry` (score: notAfter) for
-// metrics; `portico:cert-validity` holds notBefore/notAfter per hostname.
+// Locks are `SET NX PX` with an owner token, a compare-and-delete release and a compare-and-extend
+// keepalive. Two sorted sets index the certificates by time, written in the same MULTI as the
+// certificate: `portico:cert-renewal` (score: when the renewal window opens) for the sweep,
+// `portico:cert-expiry` (score: notAfter) for metrics; `portico:cert-validity` holds
+// notBefore/notAfter per hostname.
 import { randomBytes, createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { stateUnavailable } from '../state/types.ts';
@@ -14,11 +15,14 @@ const RENEWAL = 'portico:cert-renewal';
 const EXPIRY = 'portico:cert-expiry';
 const VALIDITY = 'portico:cert-validity';
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
+const EXTEND = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`;
 
 // `acknowledge` waits for replicas after a certificate is stored (redis-connect.ts, DESIGN §8)
 export function openRedisCertStores(client: Redis, directoryUrl: string, acknowledge: () => Promise<void> = async () => undefined): CertStores {
   client.defineCommand('porticoRelease', { numberOfKeys: 1, lua: RELEASE });
   const release = (client as unknown as { porticoRelease(key: string, token: string): Promise<number> }).porticoRelease.bind(client);
+  client.defineCommand('porticoExtend', { numberOfKeys: 1, lua: EXTEND });
+  const extend = (client as unknown as { porticoExtend(key: string, token: string, ttlMs: number): Promise<number> }).porticoExtend.bind(client);
   const call = async <T>(run: () => Promise<T>): Promise<T> => {
     try {
       return await run();
@@ -95,6 +99,7 @@ export function openRedisCertStores(client: Redis, directoryUrl: string, acknowl
       release: async (name, token) => {
         await call(() => release(`portico:lock:${name}`, token));
       },
+      extend: async (name, token, ttlMs) => (await call(() => extend(`portico:lock:${name}`, token, ttlMs))) === 1,
     },
     accountKey: {
       load: () => call(() => client.get(accountKey)),

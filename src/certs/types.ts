@@ -74,6 +74,8 @@ export interface LockStore {
   acquire(name: string, ttlMs: number): Promise<string | null>;
   /** releases only if `token` still owns it */
   release(name: string, token: string): Promise<void>;
+  /** gives a lock `token` still owns another ttlMs; false when it no longer owns it (expired, taken) */
+  extend(name: string, token: string, ttlMs: number): Promise<boolean>;
 }
 
 export interface AccountKeyStore {

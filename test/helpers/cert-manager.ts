@@ -32,6 +32,8 @@ export interface ManagerBed {
   clock: { ms: number };
   /** a verified domain of the test project (its DNS points at the challenge server) */
   addVerified(hostname: string): Promise<void>;
+  /** a second manager on the same stores, certificate stores and CA state: another instance */
+  another(): CertificateManager;
   stop(): Promise<void>;
 }
 
@@ -41,11 +43,16 @@ export async function startManagerBed(options: {
   issuer?: Partial<IssuerInput>;
   /** the directory URL Portico is given, when not pebble's own (a server in front of it) */
   directory?(pebble: Pebble): Promise<string>;
+  /** the challenge server answers the CA's validation this much later (a slow order) */
+  challengeDelayMs?: number;
+  /** the managers' order lock TTL */
+  lockTtlMs?: number;
 } = {}): Promise<ManagerBed> {
   const dns = await startChalltestsrv();
   // the HTTP-01 listener takes its port first, so pebble's own free ports cannot collide with it
   let certs: CertStores | null = null;
   const challenges = http.createServer(async (req, res) => {
+    if (options.challengeDelayMs) await new Promise((r) => setTimeout(r, options.challengeDelayMs));
     const answer = await certs?.challenges.get((req.url ?? '').split('/').pop() ?? '');
     res.statusCode = answer ? 200 : 404;
     res.end(answer ?? '');
@@ -72,10 +79,13 @@ export async function startManagerBed(options: {
     metrics,
     now,
   });
-  const manager = createCertificateManager({
+  const managerOf = () => createCertificateManager({
     stores, certs, ...issuing,
     routes, platformDomain: 'localhost', platform: null, log: createLogger('silent'), metrics, now, jitter: () => 0,
+    ...(options.lockTtlMs ? { lockTtlMs: options.lockTtlMs } : {}),
   });
+  const manager = managerOf();
+  const others: CertificateManager[] = [];
   return {
     manager, stores, certs, pebble, dns, metrics, clock,
     async addVerified(hostname) {
@@ -86,8 +96,14 @@ export async function startManagerBed(options: {
       await stores.domains.update({ ...domain, status: 'verified', verifiedAt: at });
       await loadRoutes(stores, routes);
     },
+    another() {
+      const other = managerOf();
+      others.push(other);
+      return other;
+    },
     async stop() {
       manager.stop();
+      for (const other of others) other.stop();
       await new Promise((r) => challenges.close(r));
       await stores.close();
       await pebble.stop();
