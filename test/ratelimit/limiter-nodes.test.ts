@@ -31,6 +31,18 @@ async function limiterClients(url: string): Promise<number> {
   }
 }
 
+// the script calls a server has run (EVALSHA, and EVAL when the script was not loaded yet): where a
+// call went, whatever minute it fell in (the counters start again each minute)
+async function scriptCalls(url: string): Promise<number> {
+  const admin = new Redis(url, { lazyConnect: true });
+  try {
+    const stats = await admin.info('commandstats');
+    return [...stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+  } finally {
+    admin.disconnect();
+  }
+}
+
 // one limiter call: numkeys, its three keys, `now` from Redis, the limits and the ban policy
 const base = 'portico:rl:{nodes-test}:';
 const ARGS = [bulk('3'), bulk(base + 'ban'), bulk(base + 'ref'), bulk(base), bulk(''), bulk('1000'), bulk('10000'), bulk('10'), bulk('60000'), bulk('60000')].join('');
@@ -45,8 +57,10 @@ t.test('calls follow the named primary; the old one\'s connection closes at the 
   t.equal(await limiterClients(a.url), 1, 'one limiter connection to the first primary');
 
   primary = address(b.url);
+  const before = { a: await scriptCalls(a.url), b: await scriptCalls(b.url) };
   const second = await nodes.run(0, ARGS, 10) as number[];
-  t.equal(second[1], 0, 'the call went to the new primary (its own count starts at 0)');
+  t.equal(second[0], 0, 'the call on the new primary is allowed');
+  t.same({ a: await scriptCalls(a.url), b: await scriptCalls(b.url) }, { a: before.a, b: before.b + 1 }, 'it ran on the new primary');
   t.equal(await limiterClients(b.url), 1, 'one limiter connection to the new primary');
 
   primary = null;
@@ -58,6 +72,9 @@ t.test('calls follow the named primary; the old one\'s connection closes at the 
   await sleep(SWEEP_MS + 500);
   t.equal(await limiterClients(a.url), 0, 'the sweep closed the connection to the server that is no longer a primary');
   t.equal(await limiterClients(b.url), 1, 'and kept the one to the primary');
+  const calls = await scriptCalls(b.url);
   const third = await nodes.run(0, ARGS, 10) as number[];
-  t.equal(third[1], 1, 'calls still go to the primary, on the kept connection');
+  t.equal(third[0], 0, 'a call is allowed');
+  t.equal(await scriptCalls(b.url), calls + 1, 'calls still go to the primary, on the kept connection');
+  t.equal(await limiterClients(b.url), 1, 'still one connection to it');
 });
