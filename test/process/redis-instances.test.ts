@@ -5,6 +5,7 @@ import t from 'tap';
 import { spawnPortico, cleanup } from '../helpers/portico.ts';
 import { api, admin, accountWithKey } from '../helpers/client.ts';
 import { startRedis } from '../helpers/redis.ts';
+import { roomInMinute } from '../helpers/minute.ts';
 
 const redis = await startRedis();
 t.teardown(() => redis.stop());
@@ -43,6 +44,7 @@ t.test('an account and key created on A work on B', async (t) => {
 
   // a plan change on B applies on A at once, and the counts are shared
   t.equal((await admin(b.ports.admin, 'PATCH', `/admin/accounts/${accountId}`, { plan: 'pro' })).status, 200);
+  await roomInMinute(2);
   const first = await onA(key, { path: '/v1/categories' });
   t.equal(first.status, 200);
   t.equal(first.headers['x-ratelimit-limit'], '300', 'A sees the plan changed on B');
