@@ -26,6 +26,8 @@ const ROUTE_RETRY_MS = 1000;
 /** a route notice is followed for about a day of Redis being unreachable; a reconnect reloads all anyway */
 const ROUTE_RETRIES = 86_400;
 const READY_WAIT_MS = 5_000;
+/** how long a write's answer waits for its change notice to be taken (see `publish`) */
+const NOTICE_WAIT_MS = 200;
 
 // Cap check, id assignment and write in one atomic step: ids are never reused, the cap never overshot.
 const CREATE_CATEGORY = `
@@ -170,7 +172,11 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
   ]);
   await routeIndex.load();
 
-  const publish = (message: string) => client.publish(CHANNEL, message).catch(() => undefined);
+  // A change notice after a write: waited for, so the other instances have it before this answer
+  // reaches anyone, but for NOTICE_WAIT_MS at most. On a Cluster PUBLISH goes to any node, and one
+  // frozen there held a finished write's 201 up for a whole command timeout, after its WAIT had
+  // waited out its own (2.3 s with a 1000 ms timeout). The notice still goes out when it can.
+  const publish = (message: string) => within(client.publish(CHANNEL, message).catch(() => undefined), NOTICE_WAIT_MS);
   // A route that could not be read after its notice is taken out of the index (it may be a removal)
   // and read again until that works: a removed domain or redirect never answers from an old copy.
   function refreshRoute(hostname: string, attempt: number): void {
