@@ -1,7 +1,7 @@
 // An order that takes longer than its lock's TTL keeps the lock: a second instance waits for the
 // certificate instead of ordering the same name again (real pebble, the CA's validation answered
-// late). The lock stores, the certs dir's (in memory) and Redis's (a real redis-server), extend only
-// a lock the token still owns.
+// 4 s late, a lock TTL of 1.2 s). The lock stores, the certs dir's (in memory) and Redis's (a real
+// redis-server), extend only a lock the token still owns.
 import t from 'tap';
 import { Redis } from 'ioredis';
 import { openFileCertStores } from '../../src/certs/file-store.ts';
@@ -14,11 +14,12 @@ import { cleanup, tempDir } from '../helpers/portico.ts';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 t.test('an order that outlasts its lock\'s TTL keeps the lock: the other instance waits for its certificate, one order', async (t) => {
-  const bed = await startManagerBed({ challengeDelayMs: 1500, lockTtlMs: 300 });
+  // the keepalive runs every third of the TTL: a loaded machine may delay it by a few hundred ms
+  const bed = await startManagerBed({ challengeDelayMs: 4000, lockTtlMs: 1200 });
   t.teardown(() => bed.stop());
   await bed.addVerified('slow.example.org');
   const first = bed.manager.obtain('slow.example.org', 'verified');
-  await sleep(800); // the first order is waiting for the CA's validation; its lock's TTL has passed twice
+  await sleep(2800); // the first order is waiting for the CA's validation; its lock's TTL has passed twice
   const second = bed.another().obtain('slow.example.org', 'verified');
   const [a, b] = await Promise.all([first, second]);
   t.ok(a, 'the first instance got the certificate');
