@@ -141,13 +141,17 @@ export function checkAnswered(t: Test, report: TrafficReport): void {
   t.same(Object.keys(report.byStatus).map(Number).filter((s) => s >= 500 && s !== 503), [], 'the only 5xx is 503');
 }
 
-/** Once writes worked again on an instance, none failed there any more (a later gap is a defect). */
-export function checkNoRelapse(t: Test, report: TrafficReport): void {
+/**
+ * Once writes worked again on an instance, none failed there any more (a later gap is a defect).
+ * With the instances, a relapse shows what that instance logged besides its access lines.
+ */
+export function checkNoRelapse(t: Test, report: TrafficReport, instances: Array<{ logs: string[] }> = []): void {
   for (const [i, writes] of report.timeline.entries()) {
     const failed = writes.findIndex((w) => !w.endsWith(':201'));
     const back = failed === -1 ? -1 : writes.findIndex((w, at) => at > failed && w.endsWith(':201'));
     const later = back === -1 ? [] : writes.slice(back).filter((w) => !w.endsWith(':201'));
     t.same(later, [], `instance ${i}: once writes worked again, every later write worked (ms:status)`);
+    if (later.length > 0 && instances[i]) t.comment(instances[i].logs.filter((line) => !line.includes('"msg":"request"')).slice(-12).join('\n').slice(0, 6000));
   }
 }
 
@@ -156,11 +160,11 @@ export function checkNoRelapse(t: Test, report: TrafficReport): void {
  * so reads all answer, writes answer 503 (none 500) at most while the replica is promoted, and none
  * fails once writes worked again.
  */
-export function checkPlannedSwitchover(t: Test, report: TrafficReport): void {
+export function checkPlannedSwitchover(t: Test, report: TrafficReport, instances: Array<{ logs: string[] }> = []): void {
   t.comment(`answers by status: ${JSON.stringify(report.byStatus)}; no answer: ${report.noAnswer}; longest request ${Math.round(report.longestMs)} ms; writes refused for ${report.outageMs === null ? 'ever' : `${Math.round(report.outageMs)} ms`}`);
   checkAnswered(t, report);
   t.ok(report.outageMs !== null && report.outageMs <= PLANNED_SWITCHOVER_MAX_OUTAGE_MS, `writes refused for at most ${PLANNED_SWITCHOVER_MAX_OUTAGE_MS} ms`);
-  checkNoRelapse(t, report);
+  checkNoRelapse(t, report, instances);
 }
 
 /** Every category acknowledged (201) during `report`'s traffic is listed by every instance. */

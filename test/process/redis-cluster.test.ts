@@ -119,7 +119,7 @@ t.test('a planned failover (CLUSTER FAILOVER on a replica) of the state slot und
   await sleep(1000);
   const report = await traffic.stop();
   t.equal((await topology.primaryOf(STATE_SLOT)).port, replica.port, 'the replica took over the slot');
-  checkPlannedSwitchover(t, report);
+  checkPlannedSwitchover(t, report, [a, b]);
   t.equal(report.created.size, report.byStatus[201], 'every create got its own id');
   await checkKept(t, [a, b], key, report);
 });
