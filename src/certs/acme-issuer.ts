@@ -224,7 +224,7 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
   async function issue(hostname: string, options: OrderOptions = {}): Promise<IssuedCertificate> {
     account ??= openAccount().catch((err: unknown) => { account = null; throw err; });
     const client = await account;
-    const [keyPem, csr] = await acme.crypto.createCsr({ commonName: hostname, altNames: [hostname] }, await acme.crypto.createPrivateEcdsaKey('P-256'));
+    const [keyPem, csr] = await acme.crypto.createCsr(csrNames(hostname), await acme.crypto.createPrivateEcdsaKey('P-256'));
     const trace = newTrace();
     let ordered = false;
     let certPem: string;
@@ -287,4 +287,10 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 function isProblem(value: unknown): value is { type: string; detail?: string } {
   return isObject(value) && typeof value.type === 'string';
+}
+
+/** A common name holds 64 characters (RFC 5280's ub-common-name; Let's Encrypt refuses a longer one as
+ * a bad CSR), a hostname 253: a longer one is named by its SAN alone, which is what CAs go by. */
+export function csrNames(hostname: string): { commonName?: string; altNames: string[] } {
+  return hostname.length <= 64 ? { commonName: hostname, altNames: [hostname] } : { altNames: [hostname] };
 }

@@ -153,7 +153,9 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
 
     async remove(project: Project, hostname: string): Promise<void> {
       const domain = await domainOf(project, hostname);
-      await stores.domains.remove(domain.hostname, new Date().toISOString(), domainEvent('removed', `Removed from project ${project.name}; it is no longer served.`));
+      const removed = await stores.domains.remove(domain.hostname, new Date().toISOString(), domainEvent('removed', `Removed from project ${project.name}; it is no longer served.`));
+      // another removal of it came first (a double click, two instances): that one answered 204
+      if (!removed) throw new HttpError('not_found', `${domain.hostname} is not a domain of project ${project.name}.`);
       await changed(domain.hostname);
       await deps.checks.forget(domain.hostname);
       await deps.onRemoved?.(domain.hostname);

@@ -12,8 +12,10 @@
 //   it describes are one atomic write. Writes to one domain's file take turns (`serial`), so an update
 //   and a certificate change never lose each other's part. Once a certificate state has been written
 //   with an event it lives in the body file too; `<hostname>.certificate.json` is read while it does not.
+//   A hostname too long for a file name (over 238 characters) names its files by a digest (stemOf).
 // Order of writes: the body file first, then the index entry; a crash in between leaves a file no
 // index names, which a later add of that hostname overwrites.
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -31,6 +33,16 @@ type History = { accountId: string; removedAt: string; events?: DomainEvent[] };
 /** log records replayed at most at start; past this the index is written anew */
 const COMPACT_AT = 4096;
 const HOSTNAME = /^[a-z0-9_.-]+$/;
+/** a file name's bytes on the filesystems Portico runs on (ext4, xfs, btrfs, overlayfs) */
+const NAME_MAX = 255;
+const LONGEST_SUFFIX = '.certificate.json'.length;
+
+/** A domain's files are named by its hostname; one too long for that (up to 253 characters are valid)
+ * by its first 200 characters, `~` (never in a hostname) and a digest of the whole name. */
+function stemOf(hostname: string): string {
+  if (hostname.length + LONGEST_SUFFIX <= NAME_MAX) return hostname;
+  return `${hostname.slice(0, 200)}~${createHash('sha256').update(hostname).digest('hex').slice(0, 32)}`;
+}
 
 interface IndexRecord {
   h: string;
@@ -71,7 +83,7 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
   const fileOf = (hostname: string, kind: 'domain' | 'certificate') => {
     // hostnames are validated before they get here; refuse anything that could leave the folder
     if (!HOSTNAME.test(hostname) || hostname.includes('..')) throw new Error(`not a hostname: ${JSON.stringify(hostname)}`);
-    return path.join(dir, kind === 'domain' ? `${hostname}.json` : `${hostname}.certificate.json`);
+    return path.join(dir, `${stemOf(hostname)}${kind === 'domain' ? '.json' : '.certificate.json'}`);
   };
   const sameEntry = (a: IndexEntry | null, b: IndexEntry | null) => JSON.stringify(a) === JSON.stringify(b);
 
@@ -169,15 +181,18 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
       if (!index.get(hostname)) return [];
       return (await readJson<BodyFile>(fileOf(hostname, 'domain')))?.events ?? [];
     },
-    remove: async (hostname, at, event) => {
-      const domain = await read(hostname);
-      if (!domain) return null;
-      const timeline = await serial(hostname, async () => (await readJson<BodyFile>(fileOf(hostname, 'domain')))?.events ?? []);
-      await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at, events: appendBounded(timeline, eventList(event)) } satisfies History);
-      await setEntry(hostname, null);
-      await Promise.all([rm(fileOf(hostname, 'domain'), { force: true }), rm(fileOf(hostname, 'certificate'), { force: true })]);
-      return domain;
-    },
+    // all of it in the domain's turn: of removals at the same moment one finds the domain, the others
+    // null, so the history (and the timeline it keeps) is written once
+    remove: (hostname, at, event) =>
+      serial(hostname, async () => {
+        const domain = await read(hostname);
+        if (!domain) return null;
+        const timeline = (await readJson<BodyFile>(fileOf(hostname, 'domain')))?.events ?? [];
+        await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at, events: appendBounded(timeline, eventList(event)) } satisfies History);
+        await setEntry(hostname, null);
+        await Promise.all([rm(fileOf(hostname, 'domain'), { force: true }), rm(fileOf(hostname, 'certificate'), { force: true })]);
+        return domain;
+      }),
     previousOwner: async (hostname) => {
       const earlier = history.get(hostname);
       return earlier ? { accountId: earlier.accountId, removedAt: earlier.removedAt } : null;
@@ -235,7 +250,8 @@ async function readJson<T>(file: string): Promise<T | null> {
 
 /** temp file, fsync, rename, fsync the folder: the new content or the old, never a torn one */
 async function writeDurable(file: string, content: string | Buffer): Promise<void> {
-  const temp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+  // not named after `file`: a name near the longest a file may have leaves no room for a suffix
+  const temp = path.join(path.dirname(file), `.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`);
   const handle = await open(temp, 'w', 0o600);
   try {
     await handle.writeFile(content);

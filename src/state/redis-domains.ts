@@ -52,6 +52,29 @@ if #ARGV >= 2 then
 end
 return 1`;
 
+// Removes a domain in one step, only while it exists: of removals at the same moment one does it and
+// the others find nothing (0), so its timeline gets one `removed` event. KEYS: the domain, its
+// certificate state, its history, its timeline, its project's set, the route keys (3), the status keys
+// (2); ARGV: hostname, history JSON, history seconds, events…
+const REMOVE_DOMAIN = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local function setRoute(KEYS, ARGV)${SET_ROUTE}
+end
+local function setStatus(KEYS, ARGV)${SET_STATUS}
+end
+if #ARGV >= 4 then
+  redis.call('RPUSH', KEYS[4], unpack(ARGV, 4))
+  redis.call('LTRIM', KEYS[4], -${MAX_DOMAIN_EVENTS}, -1)
+end
+setRoute({KEYS[6], KEYS[7], KEYS[8]}, {ARGV[1], ''})
+setStatus({KEYS[9], KEYS[10]}, {ARGV[1], ''})
+redis.call('SET', KEYS[3], ARGV[2], 'EX', ARGV[3])
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SREM', KEYS[5], ARGV[1])
+-- kept with the history: the same account adding it again continues it
+redis.call('EXPIRE', KEYS[4], ARGV[3])
+return 1`;
+
 const eventsKey = (hostname: string) => `portico:domain-events:${hostname}`;
 const eventTexts = (events: EventsToWrite) => eventList(events).map((e) => JSON.stringify(e));
 
@@ -64,9 +87,11 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
   client.defineCommand('porticoSetRoute', { numberOfKeys: 3, lua: SET_ROUTE });
   client.defineCommand('porticoSetStatus', { numberOfKeys: 2, lua: SET_STATUS });
   client.defineCommand('porticoUpdateDomain', { numberOfKeys: 7, lua: UPDATE_DOMAIN });
+  client.defineCommand('porticoRemoveDomain', { numberOfKeys: 10, lua: REMOVE_DOMAIN });
   const scripts = client as unknown as {
     porticoSetIfExists(exists: string, key: string, events: string, value: string, ...event: string[]): Promise<number>;
     porticoUpdateDomain(...args: Array<string>): Promise<number>;
+    porticoRemoveDomain(...args: Array<string>): Promise<number>;
   };
   const routeIndex = openRedisRouteIndex(client, call);
   type Multi = ReturnType<Redis['multi']> & {
@@ -161,19 +186,22 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
       remove: async (hostname, at, event) => {
         const [domain] = await readDomains([hostname]);
         if (!domain) return null;
-        const timeline = multi();
-        if (eventList(event).length > 0) timeline.rpush(eventsKey(hostname), ...eventTexts(event)).ltrim(eventsKey(hostname), -MAX_DOMAIN_EVENTS, -1);
-        await write(() =>
-          timeline
-            .porticoSetRoute(...SET_ROUTE_KEYS, hostname, '')
-            .porticoSetStatus(...STATUS_KEYS, hostname, '')
-            .set(`portico:domain-history:${hostname}`, JSON.stringify({ accountId: domain.accountId, removedAt: at }), 'EX', HISTORY_SECONDS)
-            .del(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`)
-            .srem(`portico:project:${domain.projectId}:domains`, hostname)
-            // kept with the history: the same account adding it again continues it
-            .expire(eventsKey(hostname), HISTORY_SECONDS)
-            .exec(),
+        const done = await write(() =>
+          scripts.porticoRemoveDomain(
+            `portico:domain:${hostname}`,
+            `portico:domain-cert:${hostname}`,
+            `portico:domain-history:${hostname}`,
+            eventsKey(hostname),
+            `portico:project:${domain.projectId}:domains`,
+            ...SET_ROUTE_KEYS,
+            ...STATUS_KEYS,
+            hostname,
+            JSON.stringify({ accountId: domain.accountId, removedAt: at }),
+            String(HISTORY_SECONDS),
+            ...eventTexts(event),
+          ),
         );
+        if (done === 0) return null;
         routeIndex.applyLocal(hostname, null);
         return domain;
       },

@@ -195,4 +195,18 @@ t.test('two instances on Redis: removal is seen by the other at once', async (t)
   t.equal((await admin(a.ports.admin, 'DELETE', `/admin/projects/${shared.id}/domains/blog.example.net`)).status, 204);
   await new Promise((r) => setTimeout(r, 50));
   t.equal((await onB()).status, 404, 'B stops serving right after A removed it');
+
+  // a double click, on two instances: one removal, the others answer 404
+  await admin(a.ports.admin, 'POST', `/admin/projects/${shared.id}/domains`, { hostname: 'twice.example.net' });
+  const statuses = await Promise.all(Array.from({ length: 10 }, (_, i) => admin((i % 2 ? a : b).ports.admin, 'DELETE', `/admin/projects/${shared.id}/domains/twice.example.net`).then((r) => r.status)));
+  t.same(statuses.sort(), [204, ...Array(9).fill(404)], 'parallel removals on two instances: one 204');
+});
+
+t.test('parallel removals of one domain: one 204, the others 404, its timeline once', async (t) => {
+  t.equal((await call('POST', domains, { hostname: 'twice.example.com' })).status, 201);
+  const statuses = await Promise.all(Array.from({ length: 10 }, () => call('DELETE', `${domains}/twice.example.com`).then((r) => r.status)));
+  t.same(statuses.sort(), [204, ...Array(9).fill(404)]);
+  t.equal((await call('POST', domains, { hostname: 'twice.example.com' })).status, 201);
+  const events = (await call('GET', `${domains}/twice.example.com/events`)).json;
+  t.same(events.map((e: { type: string }) => e.type).filter((type: string) => type !== 'dns_checked'), ['added', 'removed', 'added'], 'added, removed once, added again');
 });

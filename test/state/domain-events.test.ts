@@ -119,5 +119,16 @@ for (const backend of backends) {
       t.same((await stores.domains.events(domain.hostname)).map((e) => e.message), ['Added by another.'], 'another account does not see the earlier owner\'s timeline');
       t.same(await stores.domains.previousOwner(domain.hostname), { accountId: 'acc_1', removedAt: LATER });
     });
+
+    t.test('removals at the same moment: one removes it, the others find nothing; the timeline is kept once', async (t) => {
+      const { stores } = await backend.open(t);
+      await stores.domains.create(domain, domainEvent('added', 'Added.'));
+      await stores.domains.appendEvent(domain.hostname, domainEvent('dns_checked', 'Checked.'));
+      const results = await Promise.all(Array.from({ length: 10 }, () => stores.domains.remove(domain.hostname, LATER, domainEvent('removed', 'Removed.'))));
+      t.equal(results.filter((r) => r !== null).length, 1, 'one removal finds the domain');
+      t.equal(await stores.domains.get(domain.hostname), null);
+      await stores.domains.create(domain, domainEvent('added', 'Added again.'));
+      t.same((await stores.domains.events(domain.hostname)).map((e) => e.type), ['added', 'dns_checked', 'removed', 'added'], 'the earlier timeline continues, with one "removed"');
+    });
   });
 }
