@@ -41,7 +41,7 @@ export async function updateAccount(id: string, body: Record<string, unknown>, s
 export async function createKey(body: Record<string, unknown>, stores: Stores) {
   onlyKeys(body, ['accountId', 'environment']);
   if (typeof body.accountId !== 'string' || body.accountId === '') throw new HttpError('invalid_request', '"accountId" is required and must be a string.');
-  const environment = (body.environment ?? 'production') as Environment;
+  const environment = (body.environment === undefined ? 'production' : body.environment) as Environment;
   if (!ENVIRONMENTS.includes(environment)) throw new HttpError('invalid_request', `"environment" must be one of ${ENVIRONMENTS.join(', ')}.`);
   const account = await stores.accounts.get(body.accountId);
   if (!account) throw new HttpError('not_found', `No account ${body.accountId}.`);

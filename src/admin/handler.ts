@@ -50,7 +50,8 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
       await revokeKey(id, stores);
       return { status: 204 };
     }],
-    ['POST', /^\/admin\/reload$/, async () => {
+    ['POST', /^\/admin\/reload$/, async (req) => {
+      onlyKeys(await body(req, true), []);
       try {
         await deps.reload();
       } catch (err) {
@@ -108,7 +109,8 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
   ];
 
   const authorised = (header: string | undefined): boolean => {
-    const token = header?.startsWith('Bearer ') ? header.slice(7).trim() : '';
+    // the scheme is case-insensitive (RFC 9110 §11.1), as on /v1
+    const token = header && /^bearer +/i.test(header) ? header.slice(header.indexOf(' ')).trim() : '';
     return token !== '' && timingSafeEqual(createHash('sha256').update(token).digest(), expected);
   };
 
@@ -143,12 +145,13 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
     if (!authorised(req.headers.authorization)) {
       return sendError(res, 'unauthorized', 'The admin API needs "Authorization: Bearer <admin token>".', { 'www-authenticate': 'Bearer realm="portico-admin"' });
     }
-    let pathMatched = false;
+    const allowed: string[] = [];
     for (const [method, pattern, operation] of routes) {
       const match = pattern.exec(path);
       if (!match) continue;
-      pathMatched = true;
-      if (method !== req.method) continue;
+      allowed.push(method);
+      // HEAD is GET without the body (Node's response leaves it out)
+      if (method !== req.method && !(method === 'GET' && req.method === 'HEAD')) continue;
       let params: Params;
       try {
         params = Object.fromEntries(Object.entries(match.groups ?? {}).map(([k, v]) => [k, decodeURIComponent(v)]));
@@ -161,6 +164,8 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
       );
       return;
     }
-    sendError(res, pathMatched ? 'method_not_allowed' : 'not_found');
+    if (allowed.length === 0) return sendError(res, 'not_found');
+    if (allowed.includes('GET')) allowed.push('HEAD');
+    sendError(res, 'method_not_allowed', undefined, { allow: allowed.join(', ') });
   };
 }

@@ -73,5 +73,6 @@ function parseUpstream(value: unknown): string {
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpError('invalid_request', '"upstream" must be an http:// or https:// URL.');
   if (url.username || url.password || url.search || url.hash) throw new HttpError('invalid_request', '"upstream" must not carry credentials, a query or a fragment.');
+  if (url.port === '0') throw new HttpError('invalid_request', '"upstream" names port 0, which nothing listens on; give the port of the deploy (1-65535).');
   return url.toString().replace(/\/$/, '');
 }

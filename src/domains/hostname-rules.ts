@@ -103,6 +103,15 @@ function isPunycode(label: string): boolean {
   return unicode !== label && domainToASCII(unicode) === label;
 }
 
+/** The form hostnames are stored in (lowercase, no trailing dot, IDNA labels as punycode), for looking
+ * up a name given in a path or a redirect; a name IDNA cannot convert is returned as it is, and then
+ * matches nothing. */
+export function storedHostname(name: string): string {
+  const normalised = normalise(name);
+  if (!/[^\x00-\x7f]/.test(normalised) || ASCII_OUTSIDE_HOSTNAME.test(normalised)) return normalised;
+  return domainToASCII(normalised) || normalised;
+}
+
 function normalise(hostname: string): string {
   const lower = hostname.trim().toLowerCase();
   return lower.endsWith('.') ? lower.slice(0, -1) : lower;

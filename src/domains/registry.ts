@@ -5,7 +5,8 @@ import { randomBytes } from 'node:crypto';
 import type { Config } from '../config.ts';
 import { HttpError } from '../errors.ts';
 import type { Domain, DomainHealth, DomainStatus, Project, RedirectStatus, Stores } from '../state/types.ts';
-import { dnsRecords, validateDomainHostname } from './hostname-rules.ts';
+import net from 'node:net';
+import { dnsRecords, storedHostname, validateDomainHostname } from './hostname-rules.ts';
 import { domainEvent, type DomainEvent } from './events.ts';
 import type { DomainChecks } from './rechecks.ts';
 
@@ -38,7 +39,7 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
   const changed = (hostname: string) => stores.events.publish(`domain:${hostname}`);
 
   async function domainOf(project: Project, hostname: string): Promise<Domain> {
-    const domain = await stores.domains.get(hostname.toLowerCase().replace(/\.$/, ''));
+    const domain = await stores.domains.get(storedHostname(hostname));
     if (!domain || domain.projectId !== project.id) throw new HttpError('not_found', `${hostname} is not a domain of project ${project.name}.`);
     return domain;
   }
@@ -60,10 +61,11 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
 
   return {
     async add(project: Project, input: unknown): Promise<Domain> {
-      const account = await stores.accounts.get(project.accountId);
-      if (!account || account.plan === 'free') throw new HttpError('plan_required', 'Custom domains need a paid plan (pro, business or enterprise); upgrade the account first.');
+      // what was sent is checked first: a malformed name is 400 on every plan
       const checked = validateDomainHostname(input, rules);
       if ('error' in checked) throw new HttpError('invalid_hostname', checked.error);
+      const account = await stores.accounts.get(project.accountId);
+      if (!account || account.plan === 'free') throw new HttpError('plan_required', 'Custom domains need a paid plan (pro, business or enterprise); upgrade the account first.');
       if (!project.upstream) throw new HttpError('conflict', `Project ${project.name} has no deploy yet: set its upstream before adding a domain.`);
       const previous = await stores.domains.previousOwner(checked.hostname);
       const recentlyElsewhere = previous !== null && previous.accountId !== account.id && Date.now() - Date.parse(previous.removedAt) < TAKEOVER_WINDOW_MS;
@@ -132,11 +134,16 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
     async addRedirect(project: Project, body: Record<string, unknown>): Promise<{ from: string; to: string; status: RedirectStatus }> {
       if (typeof body.from !== 'string') throw new HttpError('invalid_request', '"from" is required: a domain of this project.');
       if (typeof body.to !== 'string' || body.to.trim() === '') throw new HttpError('invalid_request', '"to" is required: the hostname to send visitors to.');
-      const status = (body.status ?? 301) as RedirectStatus;
+      const status = (body.status === undefined ? 301 : body.status) as RedirectStatus;
       if (!REDIRECT_STATUSES.includes(status)) throw new HttpError('invalid_request', `"status" must be one of ${REDIRECT_STATUSES.join(', ')}.`);
       const domain = await domainOf(project, body.from);
       const to = validateRedirectTarget(body.to);
       if (to === domain.hostname) throw new HttpError('invalid_request', 'A domain cannot redirect to itself.');
+      // a redirect to a domain that redirects itself is a chain, or the last link of a loop
+      const target = await stores.domains.get(to);
+      if (target?.redirect) throw new HttpError('conflict', `${to} redirects to ${target.redirect.to} itself; redirect ${domain.hostname} to ${target.redirect.to} instead, or remove the redirect of ${to} first.`);
+      const into = (await stores.domains.listByProject(project.id)).find((d) => d.redirect?.to === domain.hostname);
+      if (into) throw new HttpError('conflict', `${into.hostname} redirects to ${domain.hostname}; a redirect of ${domain.hostname} would make that a chain. Redirect ${into.hostname} to ${to} first.`);
       const next: Domain = { ...domain, redirect: { to, status }, primary: false };
       await save(next);
       if (domain.primary) await promoteNextPrimary(project.id);
@@ -188,9 +195,9 @@ function parseHsts(value: unknown) {
 }
 
 function validateRedirectTarget(to: string): string {
-  const hostname = to.trim().toLowerCase().replace(/\.$/, '');
-  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/.test(hostname) || hostname.length > 253) {
-    throw new HttpError('invalid_request', '"to" must be a hostname such as www.example.com (no scheme, path or port).');
+  const hostname = storedHostname(to);
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/.test(hostname) || hostname.length > 253 || net.isIP(hostname) !== 0) {
+    throw new HttpError('invalid_request', '"to" must be a hostname such as www.example.com (no scheme, path, port or IP address).');
   }
   return hostname;
 }
