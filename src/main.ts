@@ -121,6 +121,11 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
         connections.health.failedAt = Date.now();
         connections.reportError(err, 'limiter');
       },
+      // one server, Sentinel: the limiter's calls go to the server holding the state, so a state read
+      // that has just timed out means the limiter's call would too. On a Cluster they may go to another node
+      redisStalled: connections.mode === 'cluster' ? undefined : connections.justTimedOut,
+      // the gauge and the log line follow Redis also when no /v1 request comes
+      probeInBackground: true,
     });
     limiter = failover;
     metrics.redisUp.set(connections.client.status === 'ready' ? 1 : 0);

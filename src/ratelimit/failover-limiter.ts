@@ -1,7 +1,15 @@
 // Redis first; when Redis fails, answer locally (`ratelimit.onRedisDown: local`, limits then hold
 // per instance) or refuse to decide (`closed`, the caller answers 503). DESIGN §4: recovery needs no
 // restart, so a circuit breaker lets one probe through every `breakerMs` and closes on success.
+// With `probeInBackground` that probe is the limiter's own, made on a timer: requests never wait for
+// it, and `redisUp` (the portico_redis_up gauge, the "Redis is back" log line) follows Redis also when
+// no request comes (it stayed 0 after a freeze until the next /v1 request).
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
+
+/** the background probe's own counters (`portico:rl:{portico:probe}:…`), never refused */
+const PROBE_SUBJECT = 'portico:probe';
+const PROBE_LIMIT: Limit = { perMinute: 1e9, perDay: 1e12 };
+const PROBE_BAN: BanPolicy = { refusals: 1e9, windowSeconds: 1, banSeconds: 1 };
 
 export interface FailoverOptions {
   mode: 'local' | 'closed';
@@ -9,6 +17,14 @@ export interface FailoverOptions {
   breakerMs?: number;
   onRedisState?(up: boolean): void;
   onCommandError?(err: unknown): void;
+  /**
+   * true when another user of the same Redis saw a command time out a moment ago (the request's own
+   * state read, most often): the call is answered without Redis, as while the breaker is open, instead
+   * of waiting out a second timeout for the same request
+   */
+  redisStalled?(): boolean;
+  /** while the breaker is open, probe every `breakerMs` on a timer instead of through a request */
+  probeInBackground?: boolean;
 }
 
 export type RedisDownError = Error & { code: 'REDIS_DOWN' };
@@ -20,9 +36,12 @@ export class FailoverLimiter implements RateLimiter {
   #breakerMs: number;
   #up = true;
   // 0: closed (Redis is called). Otherwise open until this instant (performance.now()), then
-  // half-open: exactly one request probes Redis while the others keep being answered without it.
+  // half-open: exactly one request probes Redis while the others keep being answered without it
+  // (with `probeInBackground`: the timer's probe, and every request is answered without Redis).
   #openUntil = 0;
   #probing = false;
+  #probeTimer: NodeJS.Timeout | null = null;
+  #closed = false;
 
   // `primary` should bound its own calls (RedisLimiter does, by the client's commandTimeout): the
   // breaker decides whether to call Redis, not how long to wait for it.
@@ -38,9 +57,10 @@ export class FailoverLimiter implements RateLimiter {
   }
 
   async consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number): Promise<Decision> {
-    if (this.#openUntil !== 0 && (this.#probing || performance.now() < this.#openUntil)) {
+    if (this.#openUntil !== 0 && (this.#opts.probeInBackground || this.#probing || performance.now() < this.#openUntil)) {
       return this.#withoutRedis(subject, limit, ban, nowMs, undefined);
     }
+    if (this.#opts.redisStalled?.()) return this.#withoutRedis(subject, limit, ban, nowMs, undefined);
     const probe = this.#openUntil !== 0;
     if (probe) this.#probing = true;
     try {
@@ -56,6 +76,8 @@ export class FailoverLimiter implements RateLimiter {
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#probeTimer) clearTimeout(this.#probeTimer);
     await Promise.all([this.#primary.close(), this.#local.close()]);
   }
 
@@ -65,6 +87,25 @@ export class FailoverLimiter implements RateLimiter {
     if (this.#up) {
       this.#up = false;
       this.#opts.onRedisState?.(false);
+    }
+    if (this.#opts.probeInBackground && !this.#closed) {
+      if (this.#probeTimer) clearTimeout(this.#probeTimer);
+      this.#probeTimer = setTimeout(() => void this.#probe(), this.#breakerMs).unref();
+    }
+  }
+
+  /** the background probe: closes the breaker when Redis answers, else opens it for another `breakerMs` */
+  async #probe(): Promise<void> {
+    this.#probeTimer = null;
+    if (this.#openUntil === 0 || this.#probing || this.#closed) return;
+    this.#probing = true;
+    try {
+      await this.#primary.consume(PROBE_SUBJECT, PROBE_LIMIT, PROBE_BAN);
+      if (!this.#closed) this.#close();
+    } catch (err) {
+      if (!this.#closed) this.#trip(err);
+    } finally {
+      this.#probing = false;
     }
   }
 

@@ -18,6 +18,8 @@ import { followSwitches, type TopologyEvents } from './sentinel-switch.ts';
 /** the hash tag of every state key on a Cluster */
 export const CLUSTER_KEY_PREFIX = '{portico}:';
 const STATE_SLOT = keySlot(CLUSTER_KEY_PREFIX);
+/** a command on the state's server timed out this recently: it is frozen, no caller waits on it again (see `justTimedOut`) */
+const TIMED_OUT_MS = 250;
 
 export interface RedisConnectOptions {
   commandTimeoutMs: number;
@@ -47,6 +49,12 @@ export interface RedisConnections {
   acknowledge(): Promise<void>;
   /** PING the server holding the state (on a Cluster the state slot's primary; the client would pick any node) */
   pingState(): Promise<unknown>;
+  /**
+   * A command on the server holding the state timed out less than 250 ms ago (`health.timedOutAt`): a
+   * request's next command would only wait out the timeout again. A /v1 request makes a state read and
+   * a limiter call one after the other, and each waited: two timeouts for one request.
+   */
+  justTimedOut(): boolean;
   /** credentials and TLS for a connection of the limiter's own */
   auth: { username?: string; password?: string; db: number; tls: boolean };
   /** counts a failed command by kind; `limiter`: one of the limiter's own connections */
@@ -173,6 +181,11 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     options.onCommandError?.(kind);
   };
 
+  const justTimedOut = (): boolean => {
+    const since = Date.now() - health.timedOutAt;
+    return since >= 0 && since < TIMED_OUT_MS;
+  };
+
   const acknowledge = async (): Promise<void> => {
     if (replicasToAck === 0) return;
     let confirmed = 0;
@@ -203,6 +216,7 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     refreshTopology: () => cluster?.refreshSlotsCache(),
     acknowledge,
     pingState,
+    justTimedOut,
     auth: { username: target.username, password: target.password, db: target.db, tls: target.tls },
     reportError,
     options,
