@@ -1,14 +1,11 @@
 // `portico` CLI (DESIGN §1) as a real child process against a real admin listener: what it prints,
 // its exit codes (0 ok, 1 the call failed, 2 usage), and where it finds the admin token.
 import t from 'tap';
-import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startPortico, tempDir, cleanup, ADMIN_TOKEN } from '../helpers/portico.ts';
 import { api, admin } from '../helpers/client.ts';
-
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const CLI = path.join(ROOT, 'src/cli/main.ts');
+import { cliRunner } from '../helpers/cli.ts';
 
 const portico = await startPortico();
 t.teardown(async () => {
@@ -16,39 +13,8 @@ t.teardown(async () => {
   cleanup(portico.dataDir, portico.certsDir);
 });
 const adminUrl = `http://127.0.0.1:${portico.ports.admin}`;
-// an empty working directory, so a ./data/admin-token of the checkout can never be picked up
-const cwd = tempDir('cli-cwd');
-t.teardown(() => cleanup(cwd));
-
-// the test runner's own PORTICO_* (if any) must not leak into the CLI; a compile cache shared by
-// the runs halves each CLI start (type stripping + module compilation), keeping the file fast
-const compileCache = tempDir('cli-compile-cache');
-t.teardown(() => cleanup(compileCache));
-const cleanEnv = {
-  ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('PORTICO_'))),
-  NODE_COMPILE_CACHE: compileCache,
-} as Record<string, string>;
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the CLI asynchronously (the admin listener lives in this process, so never spawnSync). */
-function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
-  const full: Record<string, string> = { ...cleanEnv, PORTICO_ADMIN_URL: adminUrl, PORTICO_ADMIN_TOKEN: ADMIN_TOKEN };
-  for (const [name, value] of Object.entries(env)) {
-    if (value === undefined) delete full[name];
-    else full[name] = value;
-  }
-  return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { env: full, cwd, timeout: 15_000 }, (err, stdout, stderr) => {
-      const code = err ? ((err as { code?: unknown }).code as number | null) : 0;
-      resolve({ code: typeof code === 'number' ? code : null, stdout, stderr });
-    });
-  });
-}
+const cli = cliRunner({ PORTICO_ADMIN_URL: adminUrl, PORTICO_ADMIN_TOKEN: ADMIN_TOKEN });
+t.teardown(() => cli.close());
 
 const ACCOUNT_ID = /\bacc_[A-Za-z0-9_-]+/;
 const KEY_ID = /\bkey_[A-Za-z0-9_-]+/;
