@@ -2,16 +2,7 @@
 // plain words, and adding many domains from a file (DESIGN §1).
 import { readFile } from 'node:fs/promises';
 import { adminRequest, AdminError } from './admin-client.ts';
-
-type Values = Record<string, string | boolean | undefined>;
-
-interface DomainCommand {
-  usage: string;
-  summary: string;
-  options: Record<string, { type: 'string' | 'boolean'; help: string }>;
-  positionals: string[];
-  run(values: Values, positionals: string[]): Promise<void>;
-}
+import { json, UsageError, type Command } from './options.ts';
 
 interface DomainView {
   hostname: string;
@@ -28,7 +19,6 @@ interface EventView {
   message: string;
 }
 
-const json = { type: 'boolean' as const, help: 'print the raw JSON answer' };
 const base = (project: string) => `/admin/projects/${encodeURIComponent(project)}/domains`;
 
 /** what each event type is called in the timeline */
@@ -62,7 +52,7 @@ function table(rows: string[][]): string {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd()).join('\n');
 }
 
-export const DOMAIN_COMMANDS: Record<string, DomainCommand> = {
+export const DOMAIN_COMMANDS: Record<string, Command> = {
   'domains list': {
     usage: 'portico domains list PROJECT_ID [--status pending|verified|failed] [--health ok|misconfigured]',
     summary: 'List a project\'s domains with their status, health, certificate and next automatic DNS check.',
@@ -116,8 +106,8 @@ export const DOMAIN_COMMANDS: Record<string, DomainCommand> = {
           const record = domain.records[0];
           console.log(`line ${i + 1}: ${domain.hostname} added (${domain.status})${record ? `; create ${record.type} ${record.name} → ${record.value}` : ''}`);
         } catch (err) {
-          // the admin API cannot be reached at all: every other line would fail the same way
-          if (err instanceof AdminError && err.message.startsWith('cannot reach')) throw err;
+          // every other line would fail the same way
+          if (err instanceof UsageError || (err instanceof AdminError && err.fatal)) throw err;
           failed++;
           console.log(`line ${i + 1}: ${hostname} not added: ${(err as Error).message}`);
         }

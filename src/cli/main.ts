@@ -6,34 +6,30 @@ import './compile-cache.ts';
 import { parseArgs } from 'node:util';
 import { adminRequest, AdminError } from './admin-client.ts';
 import { DOMAIN_COMMANDS } from './domain-commands.ts';
+import { checkOptions, json, UsageError, type Command, type Option, type Values } from './options.ts';
 
-interface Command {
-  usage: string;
-  summary: string;
-  options: Record<string, { type: 'string' | 'boolean'; help: string }>;
-  positionals: string[];
-  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<void>;
-}
-
-const json = { type: 'boolean' as const, help: 'print the raw JSON answer' };
+const count = { min: 1, max: Number.MAX_SAFE_INTEGER };
+const plan = (required: boolean): Option => ({ type: 'string', help: 'free, pro, business or enterprise', required });
+const limits: Record<string, Option> = {
+  'per-minute': { type: 'string', help: 'enterprise limit per minute', integer: count },
+  'per-day': { type: 'string', help: 'enterprise limit per day', integer: count },
+};
 
 const COMMANDS: Record<string, Command> = {
   serve: {
     usage: 'portico serve [--workers N]',
     summary: 'Run Portico with config/portico.yaml (or PORTICO_CONFIG) and the PORTICO_* variables. With Redis, N workers share the ports (default: one per core); embedded state always runs one.',
-    options: { workers: { type: 'string', help: 'worker processes (with PORTICO_REDIS_URL)' } },
+    options: { workers: { type: 'string', help: 'worker processes, 1 to 256 (with PORTICO_REDIS_URL)', integer: { min: 1, max: 256 } } },
     positionals: [],
     run: async (v) => {
-      const workers = v.workers === undefined ? undefined : Number(v.workers);
-      if (workers !== undefined && (!Number.isInteger(workers) || workers < 1 || workers > 256)) throw new AdminError('--workers must be a whole number from 1 to 256');
       const { runServer } = await import('./serve.ts');
-      await runServer(workers);
+      await runServer(v.workers as number | undefined);
     },
   },
   'accounts create': {
     usage: 'portico accounts create --plan free|pro|business|enterprise [--per-minute N --per-day N]',
     summary: 'Create an account. Enterprise accounts need --per-minute and --per-day.',
-    options: { plan: { type: 'string', help: 'free, pro, business or enterprise' }, 'per-minute': { type: 'string', help: 'enterprise limit per minute' }, 'per-day': { type: 'string', help: 'enterprise limit per day' }, json },
+    options: { plan: plan(true), ...limits, json },
     positionals: [],
     run: async (v) => {
       const account = await adminRequest('POST', '/admin/accounts', { plan: v.plan, ...limitsOf(v) });
@@ -43,7 +39,7 @@ const COMMANDS: Record<string, Command> = {
   'accounts set': {
     usage: 'portico accounts set ACCOUNT_ID [--plan P] [--per-minute N --per-day N]',
     summary: 'Change an account\'s plan or enterprise limits; applies at once, counts are kept.',
-    options: { plan: { type: 'string', help: 'free, pro, business or enterprise' }, 'per-minute': { type: 'string', help: 'enterprise limit per minute' }, 'per-day': { type: 'string', help: 'enterprise limit per day' }, json },
+    options: { plan: plan(false), ...limits, json },
     positionals: ['ACCOUNT_ID'],
     run: async (v, [id]) => {
       const account = await adminRequest('PATCH', `/admin/accounts/${encodeURIComponent(id)}`, { plan: v.plan, ...limitsOf(v) });
@@ -53,7 +49,7 @@ const COMMANDS: Record<string, Command> = {
   'keys create': {
     usage: 'portico keys create --account ACCOUNT_ID [--environment production|staging]',
     summary: 'Create an API key. The key is printed once and cannot be shown again.',
-    options: { account: { type: 'string', help: 'the account the key belongs to' }, environment: { type: 'string', help: 'production (default) or staging' }, json },
+    options: { account: { type: 'string', help: 'the account the key belongs to', required: true }, environment: { type: 'string', help: 'production (default) or staging' }, json },
     positionals: [],
     run: async (v) => {
       const key = await adminRequest('POST', '/admin/keys', { accountId: v.account, environment: v.environment });
@@ -73,7 +69,7 @@ const COMMANDS: Record<string, Command> = {
   'projects create': {
     usage: 'portico projects create --account ACCOUNT_ID --name NAME [--upstream URL]',
     summary: 'Create a project; it answers at once on <name>.<platform domain>.',
-    options: { account: { type: 'string', help: 'the owning account' }, name: { type: 'string', help: 'a DNS label' }, upstream: { type: 'string', help: 'http(s) URL of the deploy' }, json },
+    options: { account: { type: 'string', help: 'the owning account', required: true }, name: { type: 'string', help: 'a DNS label', required: true }, upstream: { type: 'string', help: 'http(s) URL of the deploy' }, json },
     positionals: [],
     run: async (v) => {
       const project = await adminRequest('POST', '/admin/projects', { accountId: v.account, name: v.name, upstream: v.upstream });
@@ -107,21 +103,22 @@ const COMMANDS: Record<string, Command> = {
   'domains remove': {
     usage: 'portico domains remove PROJECT_ID HOSTNAME',
     summary: 'Remove a domain: traffic on it stops at once, on every instance.',
-    options: {},
+    options: { json },
     positionals: ['PROJECT_ID', 'HOSTNAME'],
-    run: async (_v, [project, hostname]) => {
+    run: async (v, [project, hostname]) => {
       await adminRequest('DELETE', `/admin/projects/${encodeURIComponent(project)}/domains/${encodeURIComponent(hostname)}`);
-      console.log(`${hostname} removed; it is no longer served`);
+      // the API answers 204 without a body: --json says what was removed
+      print(v, { removed: hostname }, `${hostname} removed; it is no longer served`);
     },
   },
   ...DOMAIN_COMMANDS,
   'redirects add': {
     usage: 'portico redirects add PROJECT_ID --from HOSTNAME --to HOSTNAME [--status 301|302|307|308]',
     summary: 'Make a domain of the project redirect to another hostname (same path and query).',
-    options: { from: { type: 'string', help: 'a domain of this project' }, to: { type: 'string', help: 'the hostname to send visitors to' }, status: { type: 'string', help: '301 (default), 302, 307 or 308' }, json },
+    options: { from: { type: 'string', help: 'a domain of this project', required: true }, to: { type: 'string', help: 'the hostname to send visitors to', required: true }, status: { type: 'string', help: '301 (default), 302, 307 or 308', integer: [301, 302, 307, 308] }, json },
     positionals: ['PROJECT_ID'],
     run: async (v, [project]) => {
-      const redirect = await adminRequest('POST', `/admin/projects/${encodeURIComponent(project)}/redirects`, { from: v.from, to: v.to, status: v.status === undefined ? undefined : Number(v.status) });
+      const redirect = await adminRequest('POST', `/admin/projects/${encodeURIComponent(project)}/redirects`, { from: v.from, to: v.to, status: v.status });
       print(v, redirect, `${redirect.from} → https://${redirect.to} (${redirect.status})`);
     },
   },
@@ -135,42 +132,63 @@ function recordsTable(records: Array<{ type: string; name: string; value: string
   return [line(['TYPE', 'NAME', 'VALUE', 'TTL']), ...rows.map(line), ...notes].join('\n');
 }
 
-function printVerification(v: Record<string, unknown>, domain: { hostname: string; status: string; diagnostics: Array<{ code: string; message: string }> }): void {
+function printVerification(v: Values, domain: { hostname: string; status: string; diagnostics: Array<{ code: string; message: string }> }): void {
   const findings = domain.diagnostics.map((d) => `  - [${d.code}] ${d.message}`).join('\n');
   print(v, domain, `${domain.hostname}: ${domain.status}${findings ? `\n${findings}` : ''}`);
 }
 
-function limitsOf(v: Record<string, string | boolean | undefined>) {
+function limitsOf(v: Values) {
   if (v['per-minute'] === undefined && v['per-day'] === undefined) return {};
-  return { limits: { perMinute: toNumber(v['per-minute']), perDay: toNumber(v['per-day']) } };
+  if (v['per-minute'] === undefined || v['per-day'] === undefined) throw new UsageError('--per-minute and --per-day go together (enterprise limits)');
+  return { limits: { perMinute: v['per-minute'], perDay: v['per-day'] } };
 }
 
-function toNumber(value: string | boolean | undefined): number | undefined {
-  return typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : undefined;
-}
-
-function print(v: Record<string, unknown>, body: Record<string, unknown>, text: string): void {
+function print(v: Values, body: Record<string, unknown>, text: string): void {
   console.log(v.json ? JSON.stringify(body, null, 2) : text);
 }
 
+const GROUPS = new Set(Object.keys(COMMANDS).filter((n) => n.includes(' ')).map((n) => n.split(' ')[0]));
+const isHelp = (arg: string | undefined) => arg === '--help' || arg === '-h' || arg === 'help';
+
+function listing(names: string[]): string {
+  return names.map((n) => `  ${COMMANDS[n].usage}\n      ${COMMANDS[n].summary}`).join('\n');
+}
+
 function help(): string {
-  const lines = Object.values(COMMANDS).map((c) => `  ${c.usage}\n      ${c.summary}`);
-  return `Usage: portico <command> [options]\n\nCommands:\n${lines.join('\n')}\n
+  return `Usage: portico <command> [options]\n\nCommands:\n${listing(Object.keys(COMMANDS))}\n
 The admin commands talk to PORTICO_ADMIN_URL (default http://127.0.0.1:9180) with PORTICO_ADMIN_TOKEN
 (default: the token saved in the data dir on first start). "portico <command> --help" for details.`;
 }
 
+function groupHelp(group: string): string {
+  const names = Object.keys(COMMANDS).filter((n) => n.startsWith(`${group} `));
+  return `Usage: portico ${group} <command> [options]\n\nCommands:\n${listing(names)}\n\n"portico ${group} <command> --help" for details.`;
+}
+
 function commandHelp(c: Command): string {
-  const options = Object.entries(c.options).map(([name, o]) => `  --${name}${o.type === 'string' ? ' VALUE' : ''}    ${o.help}`);
+  const options = Object.entries(c.options).map(([name, o]) => `  --${name}${o.type === 'string' ? ' VALUE' : ''}    ${o.help}${o.required ? ' (required)' : ''}`);
   return `Usage: ${c.usage}\n\n${c.summary}${options.length ? `\n\nOptions:\n${options.join('\n')}` : ''}`;
 }
 
+/** The exit code (0 done, 1 refused or unreachable, 2 bad usage), or -1 while `serve` runs. */
 async function main(argv: string[]): Promise<number> {
   const name = [argv.slice(0, 2).join(' '), argv[0]].find((n) => n in COMMANDS);
   if (!name) {
-    const wantsHelp = argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help';
-    (wantsHelp ? console.log : console.error)(wantsHelp ? help() : `portico: unknown command "${argv.join(' ')}"\n\n${help()}`);
-    return wantsHelp ? 0 : 2;
+    if (isHelp(argv[0]) && (argv.length === 1 || GROUPS.has(argv[1]))) {
+      console.log(argv.length === 1 ? help() : groupHelp(argv[1]));
+      return 0;
+    }
+    if (GROUPS.has(argv[0])) {
+      if (isHelp(argv[1]) && argv.length === 2) {
+        console.log(groupHelp(argv[0]));
+        return 0;
+      }
+      console.error(`portico: ${argv.length === 1 ? `"${argv[0]}" needs a command` : `unknown command "${argv.join(' ')}"`}\n\n${groupHelp(argv[0])}`);
+      return 2;
+    }
+    // no command is bad usage too: a script calling `portico $EMPTY` must not pass for done
+    console.error(`${argv.length === 0 ? 'portico: no command given' : `portico: unknown command "${argv.join(' ')}"`}\n\n${help()}`);
+    return 2;
   }
   const command = COMMANDS[name];
   const rest = argv.slice(name.split(' ').length);
@@ -178,29 +196,40 @@ async function main(argv: string[]): Promise<number> {
     console.log(commandHelp(command));
     return 0;
   }
-  let parsed;
+  let values: Values;
+  let positionals: string[];
   try {
-    parsed = parseArgs({ args: rest, options: Object.fromEntries(Object.entries(command.options).map(([k, o]) => [k, { type: o.type }])), allowPositionals: true, strict: true });
+    const parsed = parseArgs({ args: rest, options: Object.fromEntries(Object.entries(command.options).map(([k, o]) => [k, { type: o.type }])), allowPositionals: true, strict: true });
+    if (parsed.positionals.length !== command.positionals.length) throw new UsageError(`expected ${command.positionals.join(' ') || 'no arguments'}`);
+    values = checkOptions(command.options, parsed.values as Record<string, string | boolean | undefined>);
+    positionals = parsed.positionals;
   } catch (err) {
     console.error(`portico ${name}: ${(err as Error).message}\n\n${commandHelp(command)}`);
     return 2;
   }
-  if (parsed.positionals.length !== command.positionals.length) {
-    console.error(`portico ${name}: expected ${command.positionals.join(' ') || 'no arguments'}\n\n${commandHelp(command)}`);
-    return 2;
-  }
   try {
-    await command.run(parsed.values as Record<string, string | boolean | undefined>, parsed.positionals);
+    await command.run(values, positionals);
     return name === 'serve' ? -1 : 0;
   } catch (err) {
-    if (err instanceof AdminError) {
+    if (err instanceof AdminError || err instanceof UsageError) {
       console.error(`portico ${name}: ${err.message}`);
-      return 1;
+      return err instanceof UsageError ? 2 : 1;
     }
     throw err;
   }
 }
 
-main(process.argv.slice(2)).then((code) => {
-  if (code >= 0) process.exitCode = code;
+const argv = process.argv.slice(2);
+let outputLost = false;
+if (argv[0] !== 'serve') {
+  // console.log drops write errors (a full disk, /dev/full, a closed pipe): an answer that never
+  // arrived is a failed command, not a silent 0
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (!outputLost && err.code !== 'EPIPE') process.stderr.write(`portico: cannot write the output (${err.code ?? err.message})\n`);
+    outputLost = true;
+    if (!process.exitCode) process.exitCode = 1;
+  });
+}
+main(argv).then((code) => {
+  if (code >= 0) process.exitCode = outputLost && code === 0 ? 1 : code;
 });
