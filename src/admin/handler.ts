@@ -2,7 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { Config } from '../config.ts';
-import { HttpError, sendError, sendJson } from '../errors.ts';
+import { HttpError, sendError, sendJson, sendJsonText } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Stores } from '../state/types.ts';
@@ -30,12 +30,64 @@ type Params = Record<string, string>;
 type AdminOperation = (req: IncomingMessage, params: Params) => Promise<{ status: number; body?: unknown }>;
 
 const MAX_ADMIN_BODY = 64 * 1024;
+/** the admin reads answered last, kept for a Redis outage: how many, and their bytes together */
+const SEEN_MAX = 256;
+const SEEN_MAX_BYTES = 8 * 1024 * 1024;
+
+/**
+ * The last answer of each admin read (DESIGN §8: a read an instance has answered once keeps answering
+ * while Redis cannot be reached). It answers only when the read fails because the state is
+ * unreachable. Any change — a notice from any instance, a write through this one — drops every
+ * answer, and a read that began before it is not kept: a removed domain or a deleted redirect never
+ * comes back from one.
+ */
+class LastAnswers {
+  #answers = new Map<string, { status: number; text: string }>();
+  #bytes = 0;
+  #version = 0;
+
+  forgetAll(): void {
+    this.#version++;
+    this.#answers.clear();
+    this.#bytes = 0;
+  }
+
+  async answer(path: string, read: () => Promise<{ status: number; body?: unknown }>): Promise<{ status: number; text: string }> {
+    const version = this.#version;
+    try {
+      const { status, body } = await read();
+      const text = body === undefined ? '' : JSON.stringify(body);
+      if (version === this.#version) this.#keep(path, { status, text });
+      return { status, text };
+    } catch (err) {
+      const last = (err as { code?: string }).code === 'STATE_UNAVAILABLE' ? this.#answers.get(path) : undefined;
+      if (last) return last;
+      throw err;
+    }
+  }
+
+  #keep(path: string, answer: { status: number; text: string }): void {
+    const before = this.#answers.get(path);
+    if (before) this.#bytes -= before.text.length;
+    this.#answers.delete(path);
+    if (answer.text.length > SEEN_MAX_BYTES) return;
+    this.#answers.set(path, answer);
+    this.#bytes += answer.text.length;
+    while (this.#answers.size > SEEN_MAX || this.#bytes > SEEN_MAX_BYTES) {
+      const [oldest, dropped] = this.#answers.entries().next().value!;
+      this.#answers.delete(oldest);
+      this.#bytes -= dropped.text.length;
+    }
+  }
+}
 
 export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boolean } = {}): (req: IncomingMessage, res: ServerResponse) => void {
   const { config, stores, metrics, log, domains } = deps;
   const project = (id: string) => getProject(id, stores);
   const expected = createHash('sha256').update(deps.adminToken).digest();
   const body = (req: IncomingMessage, optional = false) => readJsonObject(req, MAX_ADMIN_BODY, { optional });
+  const lastAnswers = new LastAnswers();
+  stores.events.subscribe(() => lastAnswers.forgetAll());
 
   const routes: Array<[string, RegExp, AdminOperation]> = [
     ['POST', /^\/admin\/accounts$/, async (req) => ({ status: 201, body: await createAccount(await body(req), stores, config) })],
@@ -158,7 +210,14 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
       } catch {
         return sendError(res, 'invalid_request', 'The path is not valid percent-encoding.');
       }
-      operation(req, params).then(
+      if (method === 'GET') {
+        // the query is part of what was read (?status=, ?accountId=)
+        lastAnswers.answer(req.url ?? path, () => operation(req, params)).then(({ status, text }) => sendJsonText(res, status, text), (err) => fail(res, err, log));
+        return;
+      }
+      // a write may change what any read answered, also one that failed (Redis may have applied it)
+      lastAnswers.forgetAll();
+      operation(req, params).finally(() => lastAnswers.forgetAll()).then(
         ({ status, body }) => (status === 204 ? (res.writeHead(204), res.end()) : sendJson(res, status, body)),
         (err) => fail(res, err, log),
       );
