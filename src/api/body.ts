@@ -7,6 +7,9 @@ import { HttpError } from '../errors.ts';
 
 export type Request = IncomingMessage | Http2ServerRequest;
 
+// fatal: invalid bytes are refused, not silently turned into U+FFFD
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 export function isJsonContentType(value: string | undefined): boolean {
   if (!value) return false;
   const type = value.split(';', 1)[0].trim().toLowerCase();
@@ -21,16 +24,28 @@ export async function readJsonObject(req: Request, maxBytes: number, { optional 
   if (!isJsonContentType(contentType) && !(optional && contentType === undefined)) throw new HttpError('unsupported_media_type');
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBytes) throw tooLarge(maxBytes);
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > maxBytes) throw tooLarge(maxBytes);
+      chunks.push(chunk);
+    }
+  } catch (err) {
+    if (err instanceof HttpError) throw err;
+    // the client went away mid-body: nobody reads the answer, and it is not a failure of ours
+    throw new HttpError('invalid_request', 'The request body ended early: the client closed the connection.');
   }
   if (size === 0 && optional) return {};
   if (!isJsonContentType(contentType)) throw new HttpError('unsupported_media_type');
+  let text: string;
+  try {
+    text = UTF8.decode(Buffer.concat(chunks, size));
+  } catch {
+    throw new HttpError('invalid_request', 'The body is not valid UTF-8 (JSON is UTF-8, RFC 8259).');
+  }
   let value: unknown;
   try {
-    value = JSON.parse(Buffer.concat(chunks, size).toString('utf8'));
+    value = JSON.parse(text);
   } catch (err) {
     throw new HttpError('invalid_request', `The body is not valid JSON: ${(err as Error).message}`);
   }

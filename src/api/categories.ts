@@ -4,6 +4,8 @@ import type { Category } from '../state/types.ts';
 
 const MAX_NAME = 100;
 const MAX_DESCRIPTION = 1000;
+/** C0, DEL and C1: invisible in a list, and a NUL or an escape sequence in a name is never meant */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 /** NewCategory → the fields to store. Unknown fields are ignored; absent optional fields stay absent. */
 export function parseNewCategory(body: Record<string, unknown>): Omit<Category, 'id'> {
@@ -13,9 +15,12 @@ export function parseNewCategory(body: Record<string, unknown>): Omit<Category, 
   const trimmed = name.trim();
   if (trimmed === '') throw new HttpError('invalid_request', '"name" must not be empty.');
   if ([...trimmed].length > MAX_NAME) throw new HttpError('invalid_request', `"name" must be at most ${MAX_NAME} characters.`);
+  if (CONTROL.test(trimmed)) throw new HttpError('invalid_request', '"name" must not contain control characters (such as NUL, tab or a line break).');
   if (description === undefined) return { name: trimmed };
   if (typeof description !== 'string') throw new HttpError('invalid_request', `"description" must be a string, got ${describe(description)}.`);
   if ([...description].length > MAX_DESCRIPTION) throw new HttpError('invalid_request', `"description" must be at most ${MAX_DESCRIPTION} characters.`);
+  // a description may have lines and tabs; nothing else of C0, DEL or C1
+  if (CONTROL.test(description.replace(/[\t\n\r]/g, ''))) throw new HttpError('invalid_request', '"description" must not contain control characters other than tab and line breaks.');
   return { name: trimmed, description };
 }
 

@@ -186,3 +186,32 @@ t.test('keys never reach the log', async (t) => {
   t.notMatch(text, /Bearer /i, 'no Authorization header');
   t.ok(portico.logs.some((l) => l.includes('"route":"api"') && l.includes(accountId)), 'access lines carry the account id');
 });
+
+t.test('bytes that are not UTF-8, control characters, and a client gone mid-body', async (t) => {
+  const post = (body: Buffer | string) => api(port, ca, key, { method: 'POST', path: '/v1/categories', body, headers: { 'content-type': 'application/json' } });
+  const invalid = Buffer.concat([Buffer.from('{"name":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]);
+  const refused = await post(invalid);
+  expectError(t, refused, 400, 'invalid_request');
+  t.match((refused.json as { message: string }).message, /not valid UTF-8/);
+  expectError(t, await post(JSON.stringify({ name: 'null\u0000byte' })), 400, 'invalid_request');
+  expectError(t, await post(JSON.stringify({ name: 'escape \u001b[31m' })), 400, 'invalid_request');
+  expectError(t, await post(JSON.stringify({ name: 'ok', description: 'bell \u0007' })), 400, 'invalid_request');
+  const lines = await post(JSON.stringify({ name: 'Café ☕', description: 'two\nlines\twith a tab' }));
+  t.equal(lines.status, 201, 'UTF-8, and line breaks and tabs in a description');
+  t.match(lines.json, { name: 'Café ☕', description: 'two\nlines\twith a tab' });
+
+  // a body that stops halfway: the connection closes, nothing is logged as a failure of Portico's
+  const before = portico.logs.length;
+  await new Promise<void>((resolve) => {
+    const session = http2.connect(`https://127.0.0.1:${port}`, { ca, servername: 'api.localhost' });
+    const stream = session.request({ ':method': 'POST', ':path': '/v1/categories', ':authority': 'api.localhost', authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': '100' });
+    stream.on('error', () => undefined);
+    stream.write('{"name":"half');
+    setTimeout(() => {
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      session.close();
+      setTimeout(resolve, 300);
+    }, 100);
+  });
+  t.notOk(portico.logs.slice(before).some((line) => line.includes('"level":50') || line.includes('request failed')), 'no error logged');
+});
