@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { Config } from '../config.ts';
 import { HttpError, sendError, sendJson, sendJsonText } from '../errors.ts';
-import type { Logger } from '../log.ts';
+import { accessLogger, type Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Stores } from '../state/types.ts';
 import { readJsonObject } from '../api/body.ts';
@@ -87,6 +87,7 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
   const expected = createHash('sha256').update(deps.adminToken).digest();
   const body = (req: IncomingMessage, optional = false) => readJsonObject(req, MAX_ADMIN_BODY, { optional });
   const lastAnswers = new LastAnswers();
+  const access = accessLogger(log);
   stores.events.subscribe(() => lastAnswers.forgetAll());
 
   const routes: Array<[string, RegExp, AdminOperation]> = [
@@ -194,6 +195,11 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
       return;
     }
     if (options.metricsOnly || !path.startsWith('/admin/')) return sendError(res, 'not_found');
+    // an access line for each admin API call, refused ones too (health checks and scrapes have none)
+    if (access) {
+      const started = performance.now();
+      res.once('finish', () => access({ method: req.method, hostname: req.headers.host ?? '', path, route: 'admin', status: res.statusCode, durationMs: Math.round((performance.now() - started) * 10) / 10, clientIp: req.socket.remoteAddress ?? '', protocol: req.httpVersion, accountId: undefined }));
+    }
     if (!authorised(req.headers.authorization)) {
       return sendError(res, 'unauthorized', 'The admin API needs "Authorization: Bearer <admin token>".', { 'www-authenticate': 'Bearer realm="portico-admin"' });
     }

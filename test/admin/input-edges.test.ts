@@ -89,3 +89,19 @@ t.test('the bearer scheme in any case; 405 names the methods; HEAD is GET withou
   t.equal(head.status, 200);
   t.equal(head.body, '', 'no body');
 });
+
+t.test('admin API calls have access lines, refused ones too; health checks and scrapes have none', async (t) => {
+  const before = portico.logs.length;
+  await call('GET', `/admin/projects/${project.id}`);
+  await call('GET', '/admin/projects', undefined, 'wrong-token-0123456789');
+  await call('GET', '/healthz', undefined, null);
+  await call('GET', '/metrics', undefined, null);
+  await new Promise((r) => setTimeout(r, 400)); // the log is written at least every 250 ms
+  const lines = portico.logs.slice(before).filter((l) => l.includes('"msg":"request"')).map((l) => JSON.parse(l));
+  t.match(lines, [
+    { method: 'GET', path: `/admin/projects/${project.id}`, route: 'admin', status: 200, durationMs: Number, clientIp: '127.0.0.1' },
+    { method: 'GET', path: '/admin/projects', route: 'admin', status: 401 },
+  ]);
+  t.equal(lines.length, 2, 'none for /healthz and /metrics');
+  t.notOk(portico.logs.slice(before).some((l) => l.includes('wrong-token')), 'the token sent is not logged');
+});
