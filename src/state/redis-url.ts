@@ -53,11 +53,14 @@ export function parseRedisUrl(text: string): RedisTarget | Error {
   if (!match || !scheme) return new Error(`must be one of ${ACCEPTED_FORMS}; got ${JSON.stringify(redact(text))}`);
   const [, , userinfo, authority, pathname = '', query] = match;
   const fail = (what: string) => new Error(`${what} (accepted: ${ACCEPTED_FORMS}); got ${JSON.stringify(redact(text))}`);
+  // a piece of the URL is quoted only when the redacted URL shows it anyway: with an unencoded `@` in
+  // the password, what the pattern took for the host or the path may be the password's tail
+  const quoted = (lead: string, piece: string) => (redact(text).includes(piece) ? `${lead} ${JSON.stringify(piece)}` : '');
 
   const addresses: RedisAddress[] = [];
   for (const part of authority.split(',')) {
     const address = parseAddress(part, DEFAULT_PORT[scheme.mode]);
-    if (!address) return fail(`has no valid host:port in ${JSON.stringify(part)}`);
+    if (!address) return fail(`has no valid host:port${quoted(' in', part)}`);
     addresses.push(address);
   }
   if (scheme.mode === 'standalone' && addresses.length !== 1) return fail('names one server (several: use redis+sentinel:// or redis+cluster://)');
@@ -76,7 +79,7 @@ export function parseRedisUrl(text: string): RedisTarget | Error {
     dbText = segments[0];
   }
   const db = dbText === undefined ? 0 : Number(dbText);
-  if (!Number.isInteger(db) || db < 0 || !/^\d+$/.test(dbText ?? '0')) return fail(`has a database that is not a number: ${JSON.stringify(dbText)}`);
+  if (!Number.isInteger(db) || db < 0 || !/^\d+$/.test(dbText ?? '0')) return fail(`has a database that is not a number${quoted(':', dbText ?? '')}`);
 
   let username: string | undefined;
   let password: string | undefined;
@@ -122,9 +125,12 @@ function parseAddress(text: string, defaultPort: number): RedisAddress | null {
 /**
  * The URL with user and password replaced, for logs and messages; every query value too (the
  * sentinels' credentials, and whatever a misspelt parameter carries: a parameter without `=` whole).
+ * Everything up to the last `@` is hidden, also in text that is no URL at all (`redis//:pw@h`,
+ * `:pw@h`): a password with an unencoded `@`, `/` or `#` ends only there. A `scheme://` is kept.
  */
 export function redact(text: string): string {
-  return text
-    .replace(/^([a-z+]+:\/\/)[^@/]*@/i, (_all, scheme: string) => `${scheme}***@`)
+  const at = text.lastIndexOf('@');
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(text)?.[0] ?? '';
+  return (at === -1 ? text : `${scheme}***${text.slice(at)}`)
     .replace(/([?&])([^=&#]*)(=?)[^&#]*/g, (_all, separator: string, key: string, eq: string) => (eq ? `${separator}${key}=***` : `${separator}***`));
 }
