@@ -1,6 +1,6 @@
 // The PORTICO_* variables: where each one lands in the YAML tree of config/portico.yaml, and how its
 // text is read. config.ts applies them over the file before it validates anything.
-import { isObject } from './config-reader.ts';
+import { FALSE_WORDS, TRUE_WORDS, isObject } from './config-reader.ts';
 
 type Kind = 'port' | 'int' | 'string' | 'list' | 'bool' | 'url';
 
@@ -62,7 +62,7 @@ function fromEnv(raw: string, kind: Kind): unknown {
     case 'list':
       return raw.split(',').map((s) => s.trim()).filter(Boolean);
     case 'bool':
-      return ['1', 'true', 'on', 'yes'].includes(raw.toLowerCase()) ? true : ['0', 'false', 'off', 'no'].includes(raw.toLowerCase()) ? false : raw;
+      return TRUE_WORDS.includes(raw.trim().toLowerCase()) ? true : FALSE_WORDS.includes(raw.trim().toLowerCase()) ? false : raw;
     default:
       return raw;
   }

@@ -1,10 +1,17 @@
 // Typed reads out of the parsed YAML tree for config.ts, collecting every problem instead of
 // stopping at the first one.
+import net from 'node:net';
 import type { Limit } from './ratelimit/limiter.ts';
 
 export function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
+
+/** the spellings a yes/no setting accepts besides true and false (YAML 1.2 reads `on` as a string) */
+export const TRUE_WORDS: readonly string[] = ['true', 'on', 'yes', '1'];
+export const FALSE_WORDS: readonly string[] = ['false', 'off', 'no', '0'];
+
+const HOSTNAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
 export class Reader {
   private readonly seen = new Set<string>();
@@ -38,16 +45,17 @@ export class Reader {
     this.problems.push(`${at}${name ? ` (${name})` : ''} ${what}`);
   }
 
-  port(at: string, fallback: number): number {
-    const v = this.optionalPort(at);
+  /** min 0 for a listener (0: any free port); 1 for a port other machines are told to use */
+  port(at: string, fallback: number, min: 0 | 1 = 0): number {
+    const v = this.optionalPort(at, min);
     return v ?? fallback;
   }
 
-  optionalPort(at: string): number | null {
+  optionalPort(at: string, min: 0 | 1 = 0): number | null {
     const v = this.get(at);
     if (v === undefined || v === null) return null;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 65535) {
-      this.fail(at, `must be a port number 0–65535, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > 65535) {
+      this.fail(at, `must be a port number ${min}–65535, got ${JSON.stringify(v)}`);
       return 0;
     }
     return v;
@@ -79,10 +87,22 @@ export class Reader {
 
   hostname(at: string, fallback: string): string {
     const v = this.string(at, fallback).toLowerCase().replace(/\.$/, '');
-    if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(v)) {
-      this.fail(at, `must be a hostname, got ${JSON.stringify(v)}`);
-    }
+    if (!HOSTNAME.test(v)) this.fail(at, `must be a hostname, got ${JSON.stringify(v)}`);
     return v;
+  }
+
+  /**
+   * A list of hostnames (the rule of hostname()) or IP addresses (`[::1]` read as `::1`, as a Host
+   * header's is), lowercased, without a trailing dot; at least one when `nonEmpty`.
+   */
+  hostnames(at: string, fallback: string[], nonEmpty: boolean): string[] {
+    const list = this.list(at, fallback).map((h) => h.toLowerCase().replace(/\.$/, '').replace(/^\[(.*)\]$/, '$1'));
+    const wrong = list.filter((h) => !HOSTNAME.test(h) && net.isIP(h) === 0);
+    if (wrong.length > 0) {
+      this.fail(at, `must list hostnames such as api.example.com (no scheme, port, path or wildcard) or IP addresses; not ${wrong.map((h) => JSON.stringify(h)).join(', ')}`);
+    }
+    if (nonEmpty && list.length === 0) this.fail(at, 'must name at least one hostname');
+    return list;
   }
 
   optionalUrl(at: string, protocols: string[]): string | null {
@@ -119,11 +139,12 @@ export class Reader {
   bool(at: string, fallback: boolean): boolean {
     const v = this.get(at);
     if (v === undefined || v === null) return fallback;
-    if (typeof v !== 'boolean') {
-      this.fail(at, `must be true or false, got ${JSON.stringify(v)}`);
-      return fallback;
-    }
-    return v;
+    if (typeof v === 'boolean') return v;
+    const word = String(v).toLowerCase();
+    if ((typeof v === 'string' || typeof v === 'number') && TRUE_WORDS.includes(word)) return true;
+    if ((typeof v === 'string' || typeof v === 'number') && FALSE_WORDS.includes(word)) return false;
+    this.fail(at, `must be ${TRUE_WORDS.join('/')} or ${FALSE_WORDS.join('/')}, got ${JSON.stringify(v)}`);
+    return fallback;
   }
 
   oneOf<T extends string>(at: string, options: readonly T[], fallback: T): T {

@@ -8,6 +8,7 @@ import type { Limit } from './ratelimit/limiter.ts';
 import { Reader, isObject } from './config-reader.ts';
 import { VARIABLE_AT, applyEnv } from './config-env.ts';
 import { parseRedisUrl } from './state/redis-url.ts';
+import { directoryProblems, platformPairProblems } from './config-files.ts';
 import { readAcme, type IssuerSettings } from './certs/issuers.ts';
 
 export type Plan = 'free' | 'pro' | 'business' | 'enterprise';
@@ -96,12 +97,12 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
   const read = new Reader(tree, problems, VARIABLE_AT);
   const config: Config = {
     configFile,
-    listen: { host: listenHost(read.optionalString('listen.host'), problems) },
+    listen: { host: ipAddress(read.optionalString('listen.host'), 'listen.host (PORTICO_LISTEN_HOST)', '127.0.0.1, 0.0.0.0, ::1 or :: (null or unset: every interface)', problems) },
     http: { port: read.port('http.port', 8080) },
-    https: { port: read.port('https.port', 8443), publicPort: read.port('https.publicPort', 443), keyExchange: read.optionalList('https.keyExchange') },
+    https: { port: read.port('https.port', 8443), publicPort: read.port('https.publicPort', 443, 1), keyExchange: read.optionalList('https.keyExchange') },
     admin: {
       port: read.port('admin.port', 9180),
-      host: read.string('admin.host', '127.0.0.1'),
+      host: ipAddress(read.string('admin.host', '127.0.0.1'), 'admin.host (PORTICO_ADMIN_HOST)', '127.0.0.1 or ::1', problems) ?? '127.0.0.1',
       token: read.optionalString('admin.token'),
     },
     metrics: { port: read.optionalPort('metrics.port') },
@@ -123,8 +124,8 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
     domains: { pendingRecheckMs: read.int('domains.pendingRecheckMs', 60_000, 100), verifiedRecheckMs: read.int('domains.verifiedRecheckMs', 86_400_000, 100) },
     acme: readAcme(read, problems, Boolean(env.PORTICO_ACME_DIRECTORY)),
     api: {
-      hosts: read.list('api.hosts', ['api.localhost', 'localhost', '127.0.0.1']).map((h) => h.toLowerCase()),
-      stagingHosts: read.list('api.stagingHosts', ['api.staging.localhost']).map((h) => h.toLowerCase()),
+      hosts: read.hostnames('api.hosts', ['api.localhost', 'localhost', '127.0.0.1'], true),
+      stagingHosts: read.hostnames('api.stagingHosts', ['api.staging.localhost'], false),
       upstream: read.optionalUrl('api.upstream', ['http:', 'https:']),
       maxCategories: read.int('api.maxCategories', 10000, 1),
       maxBodyBytes: read.int('api.maxBodyBytes', 65536, 1),
@@ -165,13 +166,19 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
     if (!parseCidr(cidr)) problems.push(`trustedProxies (PORTICO_TRUSTED_PROXIES): "${cidr}" is not an IP address or CIDR`);
   }
   for (const server of config.dns.servers) {
-    if (!/^[^\s:]+(:\d{1,5})?$|^\[[0-9a-f:.]+\](:\d{1,5})?$/i.test(server)) {
-      problems.push(`dns.servers (PORTICO_DNS_SERVERS): "${server}" is not host:port`);
-    }
+    const problem = dnsServerProblem(server);
+    if (problem) problems.push(`dns.servers (PORTICO_DNS_SERVERS): ${JSON.stringify(server)} ${problem}`);
+  }
+  const both = config.api.hosts.filter((h) => config.api.stagingHosts.includes(h));
+  if (both.length > 0) {
+    problems.push(`api.hosts (PORTICO_API_HOSTS) and api.stagingHosts (PORTICO_STAGING_API_HOSTS) both list ${both.map((h) => JSON.stringify(h)).join(', ')}: a hostname serves one environment`);
   }
   if ((config.platform.certFile === null) !== (config.platform.keyFile === null)) {
     problems.push('platform.certFile and platform.keyFile (PORTICO_PLATFORM_CERT_FILE / _KEY_FILE) go together');
+  } else if (config.platform.certFile !== null && config.platform.keyFile !== null) {
+    problems.push(...platformPairProblems(path.resolve(cwd, config.platform.certFile), path.resolve(cwd, config.platform.keyFile)));
   }
+  problems.push(...directoryProblems('dataDir (PORTICO_DATA_DIR)', config.dataDir), ...directoryProblems('certsDir (PORTICO_CERTS_DIR)', config.certsDir));
   // the headers are part of the request: Node refuses a listener whose header deadline is the later one
   if (config.timeouts.headersMs > config.timeouts.requestMs) {
     problems.push(`timeouts.headersMs (${config.timeouts.headersMs}) must not exceed timeouts.requestMs (${config.timeouts.requestMs})`);
@@ -188,10 +195,6 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
   return deepFreeze(config);
 }
 
-/**
- * An IP address to bind (`[::1]` read as `::1`), or null for every interface. Names are refused:
- * a name that resolves to several addresses would bind only the first, which is rarely what was meant.
- */
 /** One of the forms in redis-url.ts; a wrong one is a problem that names the accepted forms, never the password. */
 function redisUrl(url: string | null, problems: string[]): string | null {
   if (url === null) return null;
@@ -202,11 +205,30 @@ function redisUrl(url: string | null, problems: string[]): string | null {
 
 const nullWhenNegative = (n: number): number | null => (n < 0 ? null : n);
 
-function listenHost(host: string | null, problems: string[]): string | null {
+/**
+ * An IP address to bind (`[::1]` read as `::1`); null when `host` is. Names are refused: a name that
+ * resolves to several addresses would bind only the first, which is rarely what was meant.
+ */
+function ipAddress(host: string | null, setting: string, examples: string, problems: string[]): string | null {
   if (host === null) return null;
   const address = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
   if (net.isIP(address) !== 0) return address;
-  problems.push(`listen.host (PORTICO_LISTEN_HOST) must be an IP address such as 127.0.0.1, 0.0.0.0, ::1 or :: (null or unset: every interface), got ${JSON.stringify(host)}`);
+  problems.push(`${setting} must be an IP address such as ${examples}, got ${JSON.stringify(host)}`);
+  return null;
+}
+
+/**
+ * What is wrong with one resolver (null: nothing): an IP address with an optional port (53 when
+ * absent), IPv6 in brackets when a port follows; what node:dns's setServers takes. Names are refused:
+ * the resolvers cannot be found without a resolver.
+ */
+function dnsServerProblem(server: string): string | null {
+  const form = 'is not an IP address with an optional port (1.1.1.1, 1.1.1.1:53, [2606:4700:4700::1111]:53)';
+  if (net.isIPv6(server)) return null;
+  const m = /^\[([^\]]*)\](?::([^:]*))?$/.exec(server) ?? /^([^:[\]]*)(?::([^:]*))?$/.exec(server);
+  if (!m) return form;
+  if (net.isIP(m[1]) === 0 || (server.startsWith('[') && !net.isIPv6(m[1]))) return form;
+  if (m[2] !== undefined && (!/^\d{1,5}$/.test(m[2]) || Number(m[2]) < 1 || Number(m[2]) > 65535)) return `has a port outside 1–65535`;
   return null;
 }
 

@@ -5,6 +5,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, cliSettings, loadConfig, parseCidr, parseConfig, type Config } from '../src/config.ts';
 import { cleanup, tempDir } from './helpers/portico.ts';
+import { selfSigned } from '../src/certs/fallback.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const DEFAULT_FILE = path.join(ROOT, 'config/portico.yaml');
@@ -80,6 +81,11 @@ t.test('PORTICO_CONFIG points at another file, relative to the working directory
 t.test('every PORTICO_* variable of DESIGN §2 overrides its setting', async (t) => {
   const dir = tempDir('config-env');
   t.teardown(() => cleanup(dir));
+  // the platform pair is loaded and checked with the rest of the configuration
+  const pair = await selfSigned(['*.apps.example.com'], 30);
+  mkdirSync(path.join(dir, 'tls'));
+  writeFileSync(path.join(dir, 'tls/wildcard.crt'), pair.cert);
+  writeFileSync(path.join(dir, 'tls/wildcard.key'), pair.key);
   const config = withEnv(
     {
       PORTICO_HTTP_PORT: '18080',
@@ -90,13 +96,13 @@ t.test('every PORTICO_* variable of DESIGN §2 overrides its setting', async (t)
       PORTICO_METRICS_PORT: '19181',
       PORTICO_ADMIN_TOKEN: TOKEN,
       PORTICO_DATA_DIR: 'var/data',
-      PORTICO_CERTS_DIR: '/srv/portico/certs',
+      PORTICO_CERTS_DIR: path.join(dir, 'srv/portico/certs'),
       PORTICO_REDIS_URL: 'redis://10.0.0.5:6380/2',
       PORTICO_PLATFORM_DOMAIN: 'Apps.Example.COM',
-      PORTICO_PLATFORM_CERT_FILE: '/etc/tls/wildcard.crt',
-      PORTICO_PLATFORM_KEY_FILE: '/etc/tls/wildcard.key',
+      PORTICO_PLATFORM_CERT_FILE: path.join(dir, 'tls/wildcard.crt'),
+      PORTICO_PLATFORM_KEY_FILE: path.join(dir, 'tls/wildcard.key'),
       PORTICO_CNAME_TARGET: 'edge.example.com',
-      PORTICO_DNS_SERVERS: '127.0.0.1:8053, [::1]:53,ns1.example.com:53',
+      PORTICO_DNS_SERVERS: '127.0.0.1:8053, [::1]:53,192.0.2.53',
       PORTICO_ACME_DIRECTORY: 'https://localhost:14000/dir',
       PORTICO_ACME_EMAIL: 'ops@example.com',
       PORTICO_API_HOSTS: 'API.example.com, example.com,,',
@@ -115,13 +121,13 @@ t.test('every PORTICO_* variable of DESIGN §2 overrides its setting', async (t)
   t.equal(config.metrics.port, 19181);
   t.equal(config.admin.token, TOKEN);
   t.equal(config.dataDir, path.join(dir, 'var/data'));
-  t.equal(config.certsDir, '/srv/portico/certs');
+  t.equal(config.certsDir, path.join(dir, 'srv/portico/certs'), 'an absolute path stays as it is');
   t.equal(config.redis.url, 'redis://10.0.0.5:6380/2');
   t.equal(config.platform.domain, 'apps.example.com', 'hostnames are lowercased');
-  t.equal(config.platform.certFile, '/etc/tls/wildcard.crt');
-  t.equal(config.platform.keyFile, '/etc/tls/wildcard.key');
+  t.equal(config.platform.certFile, path.join(dir, 'tls/wildcard.crt'));
+  t.equal(config.platform.keyFile, path.join(dir, 'tls/wildcard.key'));
   t.equal(config.platform.cnameTarget, 'edge.example.com');
-  t.strictSame(config.dns.servers, ['127.0.0.1:8053', '[::1]:53', 'ns1.example.com:53']);
+  t.strictSame(config.dns.servers, ['127.0.0.1:8053', '[::1]:53', '192.0.2.53']);
   t.equal(config.acme.directory, 'https://localhost:14000/dir');
   t.equal(config.acme.email, 'ops@example.com');
   t.strictSame(config.api.hosts, ['api.example.com', 'example.com'], 'lists split on commas, trimmed, empties dropped, lowercased');
@@ -181,15 +187,15 @@ t.test('more kinds of problems, still all reported together', async (t) => {
   );
   const expected: RegExp[] = [
     /^https\.port \(PORTICO_HTTPS_PORT\) must be a port number 0–65535, got 70000$/,
-    /^https\.publicPort \(PORTICO_PUBLIC_HTTPS_PORT\) must be a port number 0–65535, got "-1"$/,
+    /^https\.publicPort \(PORTICO_PUBLIC_HTTPS_PORT\) must be a port number 1–65535, got "-1"$/,
     /^metrics\.port \(PORTICO_METRICS_PORT\) must be a port number 0–65535, got "80\.5"$/,
     /^redis\.url \(PORTICO_REDIS_URL\) must be one of redis:\/\/\[user:password@\]host:port/,
     /^platform\.domain \(PORTICO_PLATFORM_DOMAIN\) must be a hostname/,
     /^acme\.directory \(PORTICO_ACME_DIRECTORY\) must be a URL/,
-    /^proxyProtocol \(PORTICO_PROXY_PROTOCOL\) must be true or false, got "maybe"$/,
+    /^proxyProtocol \(PORTICO_PROXY_PROTOCOL\) must be true\/on\/yes\/1 or false\/off\/no\/0, got "maybe"$/,
     /^timeouts\.upstreamMs must be an integer/,
     /^log\.level \(PORTICO_LOG_LEVEL\) must be one of/,
-    /^dns\.servers \(PORTICO_DNS_SERVERS\): "bad server" is not host:port$/,
+    /^dns\.servers \(PORTICO_DNS_SERVERS\): "bad server" is not an IP address with an optional port/,
     /^platform\.certFile and platform\.keyFile .* go together$/,
     /^http\.typo is not a known setting$/,
   ];
