@@ -15,7 +15,7 @@ import { checkAuthority, checkTarget } from './request-target.ts';
 import { serveStreams } from './h2-stream.ts';
 import type { ConnectHandler } from './extended-connect.ts';
 import { H2_LIMITS, H2_SETTINGS, limitSession } from './h2-limits.ts';
-import { sendError } from '../errors.ts';
+import { errorBody, sendError } from '../errors.ts';
 import type { Trust } from './client-ip.ts';
 import type { OcspStapler } from '../certs/ocsp.ts';
 
@@ -164,6 +164,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
   const httpServer = plain(() => handlers.http);
   const admin = plain(() => handlers.admin);
   const metricsServer = config.metrics.port !== null ? plain(() => handlers.metricsOnly) : null;
+  for (const server of [https, httpServer, admin, metricsServer]) server?.on('clientError', answerClientError);
 
   // with PROXY protocol on, the edge listeners accept raw TCP, read the header, then hand over
   const front = (server: net.Server) => (config.proxyProtocol ? acceptProxyProtocol(server, { trusted: (address) => trust(address) }) : server);
@@ -292,4 +293,25 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
     session.once('close', () => sessions.delete(session));
   });
   return state;
+}
+
+/**
+ * A request Node's HTTP/1.1 parser refuses (Content-Length with Transfer-Encoding, a bad chunk, a NUL
+ * byte…): an Error body saying so, where Node's own answer is a bare 400, then the connection closes
+ * as Node closes it, so nothing after it is read as a request. What Node answers otherwise (431 for
+ * headers too large, 408 past the request timeout) and when (nothing once an answer was written on
+ * the connection, or when the peer is gone) stays as Node does it.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  const net = socket as net.Socket;
+  if (net.writable && net.bytesWritten === 0) {
+    if (err.code === 'HPE_HEADER_OVERFLOW') net.write('HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n');
+    else if (err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') net.write('HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n\r\n');
+    else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') net.write('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n');
+    else {
+      const body = JSON.stringify(errorBody('invalid_request', `The request is not valid HTTP/1.1 (${(err as { reason?: string }).reason ?? err.code ?? 'unreadable'}); the connection is closed.`));
+      net.write(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    }
+  }
+  net.destroy(err);
 }

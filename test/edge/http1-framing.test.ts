@@ -96,6 +96,8 @@ t.test('smuggling probes answer 400 and close, never reaching the upstream', asy
   for (const [name, text] of Object.entries(PROBES)) {
     const answer = await exchange(text);
     t.match(answer, /^HTTP\/1\.1 400 Bad Request\r\n/, `${name} → 400`);
+    t.match(answer, /\r\nConnection: close\r\n/i, `${name}: the connection closes`);
+    t.match(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), { code: 'invalid_request', status: 400, message: /not valid HTTP\/1\.1/ }, `${name}: an Error body`);
     t.equal(statusLines(answer).length, 1, `${name}: one answer, the smuggled request is not read`);
     t.notMatch(answer, /smuggled/, `${name}: nothing from the upstream`);
   }
