@@ -1,6 +1,7 @@
 // The only reader of process.env. Loads config/portico.yaml (or PORTICO_CONFIG), applies the
 // PORTICO_* overrides, validates everything at once and returns a frozen object.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import net from 'node:net';
 import { createRequire } from 'node:module';
@@ -64,9 +65,19 @@ export class ConfigError extends Error {
 }
 
 const DEFAULT_FILE = 'config/portico.yaml';
+/** the defaults that come with the install (src/ or dist/ → ../config) */
+const INSTALLED_FILE = fileURLToPath(new URL('../config/portico.yaml', import.meta.url));
+
+/** PORTICO_CONFIG; else config/portico.yaml in the working directory; else the install's defaults
+ * (Portico started from another directory). Relative paths in it are the working directory's. */
+export function configFileOf(env: NodeJS.ProcessEnv, cwd: string): string {
+  if (env.PORTICO_CONFIG) return path.resolve(cwd, env.PORTICO_CONFIG);
+  const local = path.resolve(cwd, DEFAULT_FILE);
+  return existsSync(local) || !existsSync(INSTALLED_FILE) ? local : INSTALLED_FILE;
+}
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
-  const configFile = path.resolve(cwd, env.PORTICO_CONFIG || DEFAULT_FILE);
+  const configFile = configFileOf(env, cwd);
   let text: string;
   try {
     text = readFileSync(configFile, 'utf8');

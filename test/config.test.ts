@@ -78,6 +78,19 @@ t.test('PORTICO_CONFIG points at another file, relative to the working directory
   t.equal(loadConfig({ PORTICO_CONFIG: 'etc/other.yaml', PORTICO_HTTP_PORT: '7001' }, dir).http.port, 7001);
 });
 
+t.test('without PORTICO_CONFIG: config/portico.yaml of the working directory, else the install\'s defaults', async (t) => {
+  const elsewhere = tempDir('config');
+  t.teardown(() => cleanup(elsewhere));
+  const installed = loadConfig({}, elsewhere);
+  t.equal(installed.configFile, DEFAULT_FILE, 'started from a directory with no config/: the defaults that come with Portico');
+  t.equal(installed.dataDir, path.join(elsewhere, 'data'), 'its relative paths are the working directory\'s');
+  mkdirSync(path.join(elsewhere, 'config'));
+  writeFileSync(path.join(elsewhere, 'config/portico.yaml'), 'http:\n  port: 7002\n');
+  const local = loadConfig({}, elsewhere);
+  t.equal(local.configFile, path.join(elsewhere, 'config/portico.yaml'), 'a local config/portico.yaml wins');
+  t.equal(local.http.port, 7002);
+});
+
 t.test('every PORTICO_* variable of DESIGN §2 overrides its setting', async (t) => {
   const dir = tempDir('config-env');
   t.teardown(() => cleanup(dir));
