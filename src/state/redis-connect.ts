@@ -55,6 +55,9 @@ export interface RedisConnections {
    * a limiter call one after the other, and each waited: two timeouts for one request.
    */
   justTimedOut(): boolean;
+  /** Sentinel: resolves once every sentinel's failover events are listened to (a failover starting
+   * before may be followed late, its writes to the old primary lost); at once on other topologies */
+  sentinelsHeard: Promise<void>;
   /** credentials and TLS for a connection of the limiter's own */
   auth: { username?: string; password?: string; db: number; tls: boolean };
   /** counts a failed command by kind; `limiter`: one of the limiter's own connections */
@@ -217,6 +220,7 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     acknowledge,
     pingState,
     justTimedOut,
+    sentinelsHeard: follower ? follower.listening : Promise.resolve(),
     auth: { username: target.username, password: target.password, db: target.db, tls: target.tls },
     reportError,
     options,

@@ -24,6 +24,7 @@ const ROUTE_RETRY_MS = 1000;
 /** a route notice is followed for about a day of Redis being unreachable; a reconnect reloads all anyway */
 const ROUTE_RETRIES = 86_400;
 const READY_WAIT_MS = 5_000;
+const SENTINELS_WAIT_MS = 2_000;
 /** how long a write's answer waits for its change notice to be taken (see `publish`) */
 const NOTICE_WAIT_MS = 200;
 
@@ -163,9 +164,13 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
   // Both waits are bounded: the subscription stays queued (and ioredis resubscribes after every
   // reconnect), but a Redis that cannot be reached — sentinels that refuse us among them — must stop the
   // start with its error, not hold it silently
+  // On Sentinel, every sentinel is listened to first: only the failover's leader tells that it has
+  // begun, and writes acknowledged on the old primary after that are lost (sentinel-switch.ts). A
+  // sentinel that cannot be reached holds the start SENTINELS_WAIT_MS at most.
   await Promise.all([
     within(subscriber.subscribe(CHANNEL).catch(() => undefined), READY_WAIT_MS),
     connected(client, READY_WAIT_MS),
+    within(connections.sentinelsHeard, SENTINELS_WAIT_MS),
   ]);
   await routeIndex.load();
 

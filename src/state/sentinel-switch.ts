@@ -61,6 +61,9 @@ export interface SwitchFollower {
   follow(clients: Redis[]): void;
   /** ioredis's "All sentinels are unreachable" while this follower passes over their answers, said as what it is */
   explain(err: Error): Error;
+  /** resolves once every sentinel (the URL's and those they know) is listened to: from then on no
+   * failover's start is missed. Never, while one of them cannot be reached: wait for it bounded */
+  readonly listening: Promise<void>;
   close(): void;
 }
 
@@ -124,6 +127,9 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
   // every sentinel's events: the URL names some (or one name in front of all), the others are asked
   // for, since only the failover's leader tells +selected-slave
   const listeners = new Map<string, Redis>();
+  const subscriptions: Array<Promise<unknown>> = [];
+  let heardAll!: () => void;
+  const listening = new Promise<void>((resolve) => (heardAll = resolve));
   let closed = false;
   let discovered = false;
   const connection = (sentinel: RedisAddress) => ({
@@ -160,7 +166,7 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
       refused = false;
       void discover();
     });
-    listener.subscribe(SWITCHED, SELECTED, ABORTED).catch(refuse);
+    subscriptions.push(listener.subscribe(SWITCHED, SELECTED, ABORTED).catch(refuse));
     listener.on('message', (channel: string, message: string) => {
       if (channel === SWITCHED) {
         const primary = announcedPrimary(message, name);
@@ -182,6 +188,7 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
       try {
         for (const sentinel of otherSentinels(await asker.call('SENTINEL', 'SENTINELS', name))) listen(sentinel);
         tell('info', 'listening to the sentinels\' failover events', { sentinels: [...listeners.keys()] });
+        void Promise.all(subscriptions).then(() => heardAll());
         return;
       } catch {
         // the next one, or none: the URL's sentinels are still listened to
@@ -203,6 +210,7 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
 
   return {
     Connector: agreeingConnector(agrees),
+    listening,
     follow(moved) {
       for (const client of moved) {
         clients.push(client);

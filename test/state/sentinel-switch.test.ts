@@ -76,6 +76,13 @@ for (const { hostnames, oneSentinel, sentinelUser, label } of variants) t.test(`
   });
   const { client, subscriber } = conns;
   await Promise.all([client, subscriber].map((c) => (c.status === 'ready' ? undefined : new Promise((resolve) => c.once('ready', resolve)))));
+  // as a Portico start does (openRedisStores): every sentinel is listened to before anything is
+  // written; with one sentinel in the URL, the leader of the failover below is found by asking it
+  await conns.sentinelsHeard;
+  for (const sentinel of topology.sentinels) {
+    const clients = await cli(sentinel.port, 'CLIENT', 'LIST');
+    t.match(clients, /name=portico-switch .*sub=3/, `sentinel ${sentinel.port}: its failover events are listened to`);
+  }
   const messages: string[] = [];
   subscriber.on('message', (_channel: string, message: string) => messages.push(message));
   await subscriber.subscribe('portico:switch-test');
