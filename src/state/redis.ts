@@ -172,6 +172,11 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     connected(client, READY_WAIT_MS),
     within(connections.sentinelsHeard, SENTINELS_WAIT_MS),
   ]);
+  // still connecting and nothing said why: a TLS handshake that never ends (rediss:// to a port that
+  // speaks plain RESP waits for bytes that never come), or a server that accepts and stays silent
+  if (client.status !== 'ready' && !health.connectionError) {
+    health.connectionError = new Error(`no connection to Redis within ${READY_WAIT_MS / 1000} s${connections.auth.tls ? ': the TLS handshake did not finish (rediss:// needs a port that speaks TLS)' : ': the server accepted the connection but did not answer'}`);
+  }
   await routeIndex.load();
 
   // A change notice after a write: waited for, so the other instances have it before this answer

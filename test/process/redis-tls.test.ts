@@ -101,6 +101,23 @@ t.test('without the Redis certificate trusted, Portico does not start', async (t
   t.notMatch(failed.stdout, /Portico listening/, 'never listened');
 });
 
+t.test('rediss:// to a Redis that speaks plain RESP: the start stops and says the TLS handshake did not finish', async (t) => {
+  const plain = await startRedis();
+  t.teardown(() => plain.stop());
+  const dataDir = tempDir('data');
+  const certsDir = tempDir('certs');
+  t.teardown(() => cleanup(dataDir, certsDir));
+  const env = { ...process.env, ...portico.env, PORTICO_REDIS_URL: `rediss://127.0.0.1:${plain.port}`, PORTICO_DATA_DIR: dataDir, PORTICO_CERTS_DIR: certsDir };
+  const failed = await run(process.execPath, [CLI, 'serve', '--workers', '1'], { env, timeout: 20_000 }).then(
+    () => null,
+    (err: { code?: number; killed?: boolean; stdout: string; stderr: string }) => err,
+  );
+  if (failed === null) return void t.fail('portico exited 0');
+  t.equal(failed.code, 1, `exit code 1; stderr: ${failed.stderr}`);
+  t.match(failed.stderr, /the TLS handshake did not finish \(rediss:\/\/ needs a port that speaks TLS\)/, 'the reason says what to check');
+  t.notMatch(failed.stderr, /Stream isn't writeable/, 'not ioredis\'s queue message');
+});
+
 t.test('a running Portico refuses Redis back with a certificate it does not trust', async (t) => {
   const before = await categories(null);
   t.equal(before.status, 401, 'anonymous calls reach the limiter (and are counted) before the key check');
