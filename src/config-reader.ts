@@ -85,6 +85,22 @@ export class Reader {
     return v.trim();
   }
 
+  /** a secret (a token): as optionalString, but its value is never repeated in a problem */
+  secret(at: string): string | null {
+    const v = this.get(at);
+    if (v === undefined || v === null) return null;
+    if (typeof v !== 'string' || v.trim() === '') {
+      this.fail(at, `must be a non-empty string${typeof v === 'string' ? ' (it is blank)' : `, got a ${typeof v}`}`);
+      return null;
+    }
+    // it travels in an Authorization header: a line break or a non-ASCII character cannot
+    if (/[^\x20-\x7e]/.test(v.trim())) {
+      this.fail(at, 'must be printable ASCII (it is sent in an Authorization header); it holds a control or non-ASCII character');
+      return null;
+    }
+    return v.trim();
+  }
+
   hostname(at: string, fallback: string): string {
     const v = this.string(at, fallback).toLowerCase().replace(/\.$/, '');
     if (!HOSTNAME.test(v)) this.fail(at, `must be a hostname, got ${JSON.stringify(v)}`);

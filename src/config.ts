@@ -114,7 +114,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
     admin: {
       port: read.port('admin.port', 9180),
       host: ipAddress(read.string('admin.host', '127.0.0.1'), 'admin.host (PORTICO_ADMIN_HOST)', '127.0.0.1 or ::1', problems) ?? '127.0.0.1',
-      token: read.optionalString('admin.token'),
+      token: read.secret('admin.token'),
     },
     metrics: { port: read.optionalPort('metrics.port') },
     dataDir: path.resolve(cwd, read.string('dataDir', './data')),

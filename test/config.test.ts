@@ -160,6 +160,16 @@ t.test('boolean and port variables accept their spellings', async (t) => {
   t.equal(withEnv({ PORTICO_PLATFORM_DOMAIN: 'example.org.' }).platform.domain, 'example.org', 'a trailing dot is dropped');
 });
 
+t.test('an admin token that is blank or cannot travel in a header is refused, and never repeated', async (t) => {
+  for (const [token, reason] of [['                    ', /it is blank/], ['a-token-of-20-chars\nX-Injected: 1', /printable ASCII/], ['a-token-with-ünicode-1234', /printable ASCII/]] as const) {
+    const err = configError(t, () => withEnv({ PORTICO_ADMIN_TOKEN: token }));
+    t.match(err.problems[0], reason);
+    // a blank one as it would be quoted, another by its first characters
+    const shown = token.trim() === '' ? JSON.stringify(token) : token.slice(0, 10);
+    t.notOk(err.message.includes(shown), 'the value is not in the message');
+  }
+});
+
 t.test('an invalid configuration lists every problem at once, each naming its setting', async (t) => {
   const err = configError(t, () =>
     withEnv(
