@@ -16,6 +16,8 @@ export function loadOrCreateToken(dataDir: string, log: Logger): string {
       log.info({ tokenFile: file }, 'admin token from the data dir');
       return token;
     }
+    // an operator's own token that is too short to guess-proof: replaced, and said so (the value is not)
+    log.warn({ tokenFile: file }, 'the admin token in the data dir is shorter than 16 characters: replaced by a new one');
   }
   const token = randomBytes(24).toString('base64url');
   writeAtomic(file, `${token}\n`, 0o600);

@@ -3,7 +3,7 @@
 import t from 'tap';
 import http from 'node:http';
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { X509Certificate } from 'node:crypto';
 import { spawnPortico, tempDir, cleanup, ADMIN_TOKEN, type Child } from '../helpers/portico.ts';
@@ -168,6 +168,15 @@ t.test('first start creates the fallback certificate and the admin token, and lo
   t.equal(readFileSync(certFile, 'utf8'), certBefore, 'and the certificate');
   t.equal((await admin(second.ports.admin, 'POST', '/admin/accounts', { plan: 'pro' }, token)).status, 201);
   t.equal(await second.kill('SIGTERM'), 0);
+
+  // a saved token too short to be one is replaced, and the log says so
+  writeFileSync(tokenFile, 'short\n');
+  const third = await start({ PORTICO_DATA_DIR: dataDir, PORTICO_CERTS_DIR: certsDir, PORTICO_ADMIN_TOKEN: '' });
+  const replaced = readFileSync(tokenFile, 'utf8').trim();
+  t.ok(replaced.length >= 16 && replaced !== token, 'a new token');
+  t.ok(jsonLines(third.logs).some((e) => e.level === 40 && e.tokenFile === tokenFile && /shorter than 16 characters: replaced/.test(String(e.msg))), 'a warning names the file');
+  t.notOk(third.logs.some((line) => line.includes('short') && !line.includes('shorter')), 'the old value is not logged');
+  t.equal(await third.kill('SIGTERM'), 0);
 });
 
 t.test('a second process on the same embedded data dir exits non-zero: the dir is in use', async (t) => {
