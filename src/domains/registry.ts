@@ -38,6 +38,19 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
 
   const changed = (hostname: string) => stores.events.publish(`domain:${hostname}`);
 
+  // The owner's changes to one domain take turns in this process: each reads the domain, decides and
+  // writes it whole, so two at once (a double click) would both pass their checks and the later write
+  // would undo the earlier (two 204s for one redirect removed). The second now sees the first's result.
+  const turns = new Map<string, Promise<unknown>>();
+  const oneAtATime = <T>(hostname: unknown, run: () => Promise<T>): Promise<T> => {
+    const key = typeof hostname === 'string' ? storedHostname(hostname) : '';
+    const mine = (turns.get(key) ?? Promise.resolve()).then(run, run);
+    const settled = mine.catch(() => undefined);
+    turns.set(key, settled);
+    void settled.then(() => turns.get(key) === settled && turns.delete(key));
+    return mine;
+  };
+
   async function domainOf(project: Project, hostname: string): Promise<Domain> {
     const domain = await stores.domains.get(storedHostname(hostname));
     if (!domain || domain.projectId !== project.id) throw new HttpError('not_found', `${hostname} is not a domain of project ${project.name}.`);
@@ -115,60 +128,65 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
     verify: async (project: Project, hostname: string) => runVerification(await domainOf(project, hostname), 'verify'),
     reverify: async (project: Project, hostname: string) => runVerification(await domainOf(project, hostname), 'reverify'),
 
-    async patch(project: Project, hostname: string, body: Record<string, unknown>): Promise<Domain> {
-      const domain = await domainOf(project, hostname);
-      const next: Domain = { ...domain };
-      if (body.primary !== undefined) {
-        if (body.primary !== true) throw new HttpError('invalid_request', '"primary" can only be set to true; make another domain primary instead.');
-        if (domain.status !== 'verified') throw new HttpError('conflict', `${domain.hostname} must be verified before it can be primary.`);
-        if (domain.redirect) throw new HttpError('conflict', `${domain.hostname} redirects to ${domain.redirect.to}; remove the redirect first.`);
-        for (const sibling of await stores.domains.listByProject(project.id)) {
-          if (sibling.primary && sibling.hostname !== domain.hostname) await save({ ...sibling, primary: false });
-        }
-        next.primary = true;
-      }
-      if (body.hsts !== undefined) next.hsts = parseHsts(body.hsts);
-      return save(next);
-    },
-
-    async addRedirect(project: Project, body: Record<string, unknown>): Promise<{ from: string; to: string; status: RedirectStatus }> {
-      if (typeof body.from !== 'string') throw new HttpError('invalid_request', '"from" is required: a domain of this project.');
-      if (typeof body.to !== 'string' || body.to.trim() === '') throw new HttpError('invalid_request', '"to" is required: the hostname to send visitors to.');
-      const status = (body.status === undefined ? 301 : body.status) as RedirectStatus;
-      if (!REDIRECT_STATUSES.includes(status)) throw new HttpError('invalid_request', `"status" must be one of ${REDIRECT_STATUSES.join(', ')}.`);
-      const domain = await domainOf(project, body.from);
-      const to = validateRedirectTarget(body.to);
-      if (to === domain.hostname) throw new HttpError('invalid_request', 'A domain cannot redirect to itself.');
-      // a redirect to a domain that redirects itself is a chain, or the last link of a loop
-      const target = await stores.domains.get(to);
-      if (target?.redirect) throw new HttpError('conflict', `${to} redirects to ${target.redirect.to} itself; redirect ${domain.hostname} to ${target.redirect.to} instead, or remove the redirect of ${to} first.`);
-      const into = (await stores.domains.listByProject(project.id)).find((d) => d.redirect?.to === domain.hostname);
-      if (into) throw new HttpError('conflict', `${into.hostname} redirects to ${domain.hostname}; a redirect of ${domain.hostname} would make that a chain. Redirect ${into.hostname} to ${to} first.`);
-      const next: Domain = { ...domain, redirect: { to, status }, primary: false };
-      await save(next);
-      if (domain.primary) await promoteNextPrimary(project.id);
-      return { from: domain.hostname, to, status };
-    },
-
-    async removeRedirect(project: Project, from: string): Promise<void> {
-      const domain = await domainOf(project, from);
-      if (!domain.redirect) throw new HttpError('not_found', `${domain.hostname} has no redirect.`);
-      const { redirect: _gone, ...rest } = domain;
-      await save(rest);
-      await promoteNextPrimary(project.id);
-    },
-
-    async remove(project: Project, hostname: string): Promise<void> {
-      const domain = await domainOf(project, hostname);
-      const removed = await stores.domains.remove(domain.hostname, new Date().toISOString(), domainEvent('removed', `Removed from project ${project.name}; it is no longer served.`));
-      // another removal of it came first (a double click, two instances): that one answered 204
-      if (!removed) throw new HttpError('not_found', `${domain.hostname} is not a domain of project ${project.name}.`);
-      await changed(domain.hostname);
-      await deps.checks.forget(domain.hostname);
-      await deps.onRemoved?.(domain.hostname);
-      if (domain.primary) await promoteNextPrimary(project.id);
-    },
+    patch: (project: Project, hostname: string, body: Record<string, unknown>) => oneAtATime(hostname, () => patch(project, hostname, body)),
+    addRedirect: (project: Project, body: Record<string, unknown>) => oneAtATime(body.from, () => addRedirect(project, body)),
+    removeRedirect: (project: Project, from: string) => oneAtATime(from, () => removeRedirect(project, from)),
+    remove: (project: Project, hostname: string) => oneAtATime(hostname, () => remove(project, hostname)),
   };
+
+  async function patch(project: Project, hostname: string, body: Record<string, unknown>): Promise<Domain> {
+    const domain = await domainOf(project, hostname);
+    const next: Domain = { ...domain };
+    if (body.primary !== undefined) {
+      if (body.primary !== true) throw new HttpError('invalid_request', '"primary" can only be set to true; make another domain primary instead.');
+      if (domain.status !== 'verified') throw new HttpError('conflict', `${domain.hostname} must be verified before it can be primary.`);
+      if (domain.redirect) throw new HttpError('conflict', `${domain.hostname} redirects to ${domain.redirect.to}; remove the redirect first.`);
+      for (const sibling of await stores.domains.listByProject(project.id)) {
+        if (sibling.primary && sibling.hostname !== domain.hostname) await save({ ...sibling, primary: false });
+      }
+      next.primary = true;
+    }
+    if (body.hsts !== undefined) next.hsts = parseHsts(body.hsts);
+    return save(next);
+  }
+
+  async function addRedirect(project: Project, body: Record<string, unknown>): Promise<{ from: string; to: string; status: RedirectStatus }> {
+    if (typeof body.from !== 'string') throw new HttpError('invalid_request', '"from" is required: a domain of this project.');
+    if (typeof body.to !== 'string' || body.to.trim() === '') throw new HttpError('invalid_request', '"to" is required: the hostname to send visitors to.');
+    const status = (body.status === undefined ? 301 : body.status) as RedirectStatus;
+    if (!REDIRECT_STATUSES.includes(status)) throw new HttpError('invalid_request', `"status" must be one of ${REDIRECT_STATUSES.join(', ')}.`);
+    const domain = await domainOf(project, body.from);
+    const to = validateRedirectTarget(body.to);
+    if (to === domain.hostname) throw new HttpError('invalid_request', 'A domain cannot redirect to itself.');
+    // a redirect to a domain that redirects itself is a chain, or the last link of a loop
+    const target = await stores.domains.get(to);
+    if (target?.redirect) throw new HttpError('conflict', `${to} redirects to ${target.redirect.to} itself; redirect ${domain.hostname} to ${target.redirect.to} instead, or remove the redirect of ${to} first.`);
+    const into = (await stores.domains.listByProject(project.id)).find((d) => d.redirect?.to === domain.hostname);
+    if (into) throw new HttpError('conflict', `${into.hostname} redirects to ${domain.hostname}; a redirect of ${domain.hostname} would make that a chain. Redirect ${into.hostname} to ${to} first.`);
+    const next: Domain = { ...domain, redirect: { to, status }, primary: false };
+    await save(next);
+    if (domain.primary) await promoteNextPrimary(project.id);
+    return { from: domain.hostname, to, status };
+  }
+
+  async function removeRedirect(project: Project, from: string): Promise<void> {
+    const domain = await domainOf(project, from);
+    if (!domain.redirect) throw new HttpError('not_found', `${domain.hostname} has no redirect.`);
+    const { redirect: _gone, ...rest } = domain;
+    await save(rest);
+    await promoteNextPrimary(project.id);
+  }
+
+  async function remove(project: Project, hostname: string): Promise<void> {
+    const domain = await domainOf(project, hostname);
+    const removed = await stores.domains.remove(domain.hostname, new Date().toISOString(), domainEvent('removed', `Removed from project ${project.name}; it is no longer served.`));
+    // another removal of it came first (a double click, two instances): that one answered 204
+    if (!removed) throw new HttpError('not_found', `${domain.hostname} is not a domain of project ${project.name}.`);
+    await changed(domain.hostname);
+    await deps.checks.forget(domain.hostname);
+    await deps.onRemoved?.(domain.hostname);
+    if (domain.primary) await promoteNextPrimary(project.id);
+  }
 
   /** The first verified, served domain becomes primary when the project has none. */
   async function promoteNextPrimary(projectId: string): Promise<void> {

@@ -51,6 +51,11 @@ t.test('redirects: a chain or a loop, an IP address and a null status are refuse
   t.equal((await call('POST', redirects, { from: 'c.example.net', to: 'b.example.net' })).status, 201);
   t.equal((await call('POST', redirects, { from: 'b.example.net', to: 'elsewhere.example.org' })).status, 409, 'b is a target: b → elsewhere would make a → b a chain');
   t.equal((await call('POST', redirects, { from: 'b.example.net', to: '1.2.3.4' })).status, 400, 'an IP address');
+  // a double click: one removal, the others find no redirect
+  t.equal((await call('POST', domains, { hostname: 'twice.example.net' })).status, 201);
+  t.equal((await call('POST', redirects, { from: 'twice.example.net', to: 'elsewhere.example.org' })).status, 201);
+  const removals = await Promise.all(Array.from({ length: 8 }, () => call('DELETE', `${redirects}/twice.example.net`).then((r) => r.status)));
+  t.same(removals.sort(), [204, ...Array(7).fill(404)], 'parallel removals of one redirect: one 204');
   const nullStatus = await call('POST', redirects, { from: 'b.example.net', to: 'elsewhere.example.org', status: null });
   t.equal(nullStatus.status, 400, 'status null is not "the default"');
   t.match(nullStatus.json.message, /"status" must be one of 301, 302, 307, 308/);
