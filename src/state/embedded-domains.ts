@@ -23,12 +23,13 @@ import { AppendLog } from './append-log.ts';
 import type { Tables } from './embedded.ts';
 import { DomainIndex, indexEntryOf } from './domain-index.ts';
 import { DomainSnapshot, type IndexEntry } from './domain-snapshot.ts';
-import type { CertificateState, Domain, DomainStore } from './types.ts';
+import { ownerAfterRemoval, ownerOf, type CertificateState, type Domain, type DomainStore, type PreviousOwner } from './types.ts';
 import { appendBounded, eventList, type DomainEvent } from '../domains/events.ts';
 
 /** what the body file holds: the domain, its timeline, and (once written with an event) its certificate state */
 type BodyFile = Omit<Domain, 'certificate'> & { certificate?: CertificateState; events?: DomainEvent[] };
-type History = { accountId: string; removedAt: string; events?: DomainEvent[] };
+/** `accountId`: whose timeline `events` is; `owner`: the previous owner (types.ts ownerAfterRemoval) */
+type History = { accountId: string; removedAt: string; events?: DomainEvent[]; owner?: PreviousOwner | null };
 
 /** log records replayed at most at start; past this the index is written anew */
 const COMPACT_AT = 4096;
@@ -188,14 +189,16 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
         const domain = await read(hostname);
         if (!domain) return null;
         const timeline = (await readJson<BodyFile>(fileOf(hostname, 'domain')))?.events ?? [];
-        await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at, events: appendBounded(timeline, eventList(event)) } satisfies History);
+        const earlier = history.get(hostname);
+        const owner = ownerAfterRemoval(domain, at, earlier ? ownerOf(earlier) : null);
+        await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at, events: appendBounded(timeline, eventList(event)), owner } satisfies History);
         await setEntry(hostname, null);
         await Promise.all([rm(fileOf(hostname, 'domain'), { force: true }), rm(fileOf(hostname, 'certificate'), { force: true })]);
         return domain;
       }),
     previousOwner: async (hostname) => {
       const earlier = history.get(hostname);
-      return earlier ? { accountId: earlier.accountId, removedAt: earlier.removedAt } : null;
+      return earlier ? ownerOf(earlier) : null;
     },
     route: async (hostname) => index.route(hostname),
     // every change is made by this process and is in the index the moment it is durable

@@ -7,7 +7,7 @@
 import type { Redis } from 'ioredis';
 import { openRedisRouteIndex, SET_ROUTE, SET_ROUTE_KEYS, type RedisRouteIndex } from './redis-routes.ts';
 import { eventList, MAX_DOMAIN_EVENTS, type DomainEvent, type EventsToWrite } from '../domains/events.ts';
-import { routeOf, type Domain, type DomainRoute, type DomainStatus, type DomainStore, type Project, type ProjectStore } from './types.ts';
+import { ownerAfterRemoval, ownerOf, routeOf, type Domain, type DomainRoute, type DomainStatus, type DomainStore, type PreviousOwner, type Project, type ProjectStore } from './types.ts';
 
 const HISTORY_SECONDS = 31 * 86_400;
 const STATUS_KEYS = ['portico:domain-status', 'portico:domain-counts'] as const;
@@ -186,6 +186,8 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
       remove: async (hostname, at, event) => {
         const [domain] = await readDomains([hostname]);
         if (!domain) return null;
+        const earlier = await readJson<PreviousOwner & { owner?: PreviousOwner | null }>(`portico:domain-history:${hostname}`);
+        const owner = ownerAfterRemoval(domain, at, earlier ? ownerOf(earlier) : null);
         const done = await write(() =>
           scripts.porticoRemoveDomain(
             `portico:domain:${hostname}`,
@@ -196,7 +198,7 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
             ...SET_ROUTE_KEYS,
             ...STATUS_KEYS,
             hostname,
-            JSON.stringify({ accountId: domain.accountId, removedAt: at }),
+            JSON.stringify({ accountId: domain.accountId, removedAt: at, owner }),
             String(HISTORY_SECONDS),
             ...eventTexts(event),
           ),
@@ -205,7 +207,10 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
         routeIndex.applyLocal(hostname, null);
         return domain;
       },
-      previousOwner: (hostname) => readJson<{ accountId: string; removedAt: string }>(`portico:domain-history:${hostname}`),
+      previousOwner: async (hostname) => {
+        const earlier = await readJson<PreviousOwner & { owner?: PreviousOwner | null }>(`portico:domain-history:${hostname}`);
+        return earlier ? ownerOf(earlier) : null;
+      },
       route: async (hostname) => {
         const text = await call(() => client.hget('portico:routes', hostname));
         return text === null ? null : (JSON.parse(text) as DomainRoute);

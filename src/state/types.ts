@@ -188,7 +188,7 @@ export interface DomainStore {
    */
   remove(hostname: string, at: string, event?: EventsToWrite): Promise<Domain | null>;
   /** the last account that had this hostname, and when it was removed */
-  previousOwner(hostname: string): Promise<{ accountId: string; removedAt: string } | null>;
+  previousOwner(hostname: string): Promise<PreviousOwner | null>;
   /** the route of a served (verified) domain, read from the backend; null when it is not served */
   route(hostname: string): Promise<DomainRoute | null>;
   /**
@@ -230,6 +230,22 @@ export interface Stores {
   /** 'ok', or 'down' when the shared backend cannot be reached */
   health(): Promise<'ok' | 'down'>;
   close(): Promise<void>;
+}
+
+/** the account a hostname was last removed from, and when: whose claim the 30-day rule protects (DESIGN §5) */
+export type PreviousOwner = { accountId: string; removedAt: string };
+
+/** What a domain's removal leaves as its previous owner: its account, unless that account was asked to
+ * prove ownership (the TXT record, since another account had the name) and never did; then the owner
+ * it was asked to prove against stays. Otherwise removing and adding the name again skipped the TXT. */
+export function ownerAfterRemoval(domain: Domain, at: string, earlier: PreviousOwner | null): PreviousOwner | null {
+  const proven = domain.ownershipToken === undefined || domain.verifiedAt !== undefined;
+  return proven ? { accountId: domain.accountId, removedAt: at } : earlier;
+}
+
+/** a stored history's previous owner (`owner` since removals keep an unproven claim's predecessor) */
+export function ownerOf(history: PreviousOwner & { owner?: PreviousOwner | null }): PreviousOwner | null {
+  return history.owner !== undefined ? history.owner : { accountId: history.accountId, removedAt: history.removedAt };
 }
 
 export function stateUnavailable(cause: unknown): Error {

@@ -160,7 +160,19 @@ t.test('removing a domain stops traffic at once; a new account needs the TXT tok
   const unproven = (await call('POST', `/admin/projects/${theirs.id}/domains/www.example.com/verify`)).json;
   t.ok(unproven.diagnostics.some((d: { code: string }) => d.code === 'ownership_txt_missing'));
   t.equal((await visit('www.example.com')).status, 404);
-  await dns.addTxt('_portico.www.example.com', txt.value);
+  // removing the unproven claim and adding it again does not skip the proof
+  t.equal((await call('DELETE', `/admin/projects/${theirs.id}/domains/www.example.com`)).status, 204);
+  const again = await call('POST', `/admin/projects/${theirs.id}/domains`, { hostname: 'www.example.com' });
+  t.equal(again.status, 201);
+  t.ok(again.json.records.some((r: { type: string }) => r.type === 'TXT'), 'the TXT record is asked for again');
+  const stillUnproven = (await call('POST', `/admin/projects/${theirs.id}/domains/www.example.com/verify`)).json;
+  t.equal(stillUnproven.status, 'pending', 'not verified without it');
+  t.equal((await visit('www.example.com')).status, 404, 'not served');
+  t.equal((await call('DELETE', `/admin/projects/${theirs.id}/domains/www.example.com`)).status, 204);
+  const last = await call('POST', `/admin/projects/${theirs.id}/domains`, { hostname: 'www.example.com' });
+  t.equal(last.status, 201);
+  // each claim gets a token of its own
+  await dns.addTxt('_portico.www.example.com', last.json.records.find((r: { type: string }) => r.type === 'TXT').value);
   const proven = (await call('POST', `/admin/projects/${theirs.id}/domains/www.example.com/verify`)).json;
   t.equal(proven.status, 'verified');
 });

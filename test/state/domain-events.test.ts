@@ -120,6 +120,23 @@ for (const backend of backends) {
       t.same(await stores.domains.previousOwner(domain.hostname), { accountId: 'acc_1', removedAt: LATER });
     });
 
+    t.test('the previous owner: a removed claim that never proved ownership does not replace the owner it was asked to prove against', async (t) => {
+      const { stores } = await backend.open(t);
+      const EARLIER = '2025-03-11T09:00:00.000Z';
+      await stores.domains.create({ ...domain, status: 'verified', verifiedAt: CREATED }, domainEvent('added', 'Added.'));
+      await stores.domains.remove(domain.hostname, EARLIER);
+      t.same(await stores.domains.previousOwner(domain.hostname), { accountId: 'acc_1', removedAt: EARLIER });
+      // another account adds it, is asked for the TXT record, and removes it unproven
+      const claim = { ...domain, accountId: 'acc_2', projectId: 'prj_2', ownershipToken: 'portico-verify=0123' };
+      await stores.domains.create(claim, domainEvent('added', 'Added by another.'));
+      await stores.domains.remove(domain.hostname, LATER);
+      t.same(await stores.domains.previousOwner(domain.hostname), { accountId: 'acc_1', removedAt: EARLIER }, 'still the first owner: a re-add must prove ownership again');
+      // proven this time: it is the owner now
+      await stores.domains.create({ ...claim, status: 'verified', verifiedAt: LATER }, domainEvent('added', 'Added again.'));
+      await stores.domains.remove(domain.hostname, LATER);
+      t.same(await stores.domains.previousOwner(domain.hostname), { accountId: 'acc_2', removedAt: LATER });
+    });
+
     t.test('removals at the same moment: one removes it, the others find nothing; the timeline is kept once', async (t) => {
       const { stores } = await backend.open(t);
       await stores.domains.create(domain, domainEvent('added', 'Added.'));
