@@ -7,8 +7,11 @@
 //   each automatic check up to 6 h; records found → verified; 30 days without → failed with
 //   `verification_expired`, and the checks stop until Re-verify starts the cycle again;
 // - verified: checked every verifiedRecheckMs; three failed checks in a row → health misconfigured
-//   (still verified and served: removal is the owner's decision), the next passing check → ok.
-// Every check is an event, except a routine one that finds a healthy domain unchanged.
+//   (still verified and served: removal is the owner's decision), the next passing check → ok. A
+//   check that could not find out (only `dns_error`: SERVFAIL, a timeout) is neither a failure nor a
+//   pass: an outage of our own resolvers must not mark every verified domain misconfigured.
+// Every check is an event, except a routine one that finds a healthy domain unchanged, and a check
+// that could not be made right after another that could not (one event per outage, not one a check).
 import type { Domain } from '../state/types.ts';
 import { domainEvent, type DomainEvent } from './events.ts';
 import type { Verification } from './verifier.ts';
@@ -49,12 +52,18 @@ export function applyCheck(current: Domain, result: Verification, reason: CheckR
   const next: Domain = { ...current, diagnostics: result.diagnostics, lastCheckedAt: at, recheck };
   // a routine check that finds a healthy domain as it was is not news: it moves lastCheckedAt only, so
   // the newest 200 events keep the domain's history instead of a year of "still fine"
-  const routine = reason === 'recheck' && result.verified && current.status === 'verified' && current.health !== 'misconfigured' && (current.recheck?.failuresInRow ?? 0) === 0;
+  const unknown = checkResult(result) === 'error';
+  const unknownBefore = couldNotFindOut(current.diagnostics);
+  const routine = reason === 'recheck' && current.status === 'verified'
+    ? (result.verified && current.health !== 'misconfigured' && (current.recheck?.failuresInRow ?? 0) === 0 && !unknownBefore) || (unknown && unknownBefore)
+    : false;
   const events: DomainEvent[] = routine ? [] : [domainEvent('dns_checked', describeCheck(current, result, reason), found, now)];
 
   if (current.status === 'verified') {
     next.health ??= 'ok';
-    if (result.verified) {
+    if (unknown) {
+      // could not find out: health and the count of failed checks stay as they were
+    } else if (result.verified) {
       recheck.failuresInRow = 0;
       if (current.health === 'misconfigured') {
         next.health = 'ok';
@@ -111,10 +120,18 @@ export function checkResult(result: Verification): 'pass' | 'fail' | 'error' {
   return result.diagnostics.every((d) => d.code === 'dns_error') ? 'error' : 'fail';
 }
 
+/** every finding is `dns_error`: the check could not find out (usually temporary), it found nothing wrong */
+function couldNotFindOut(diagnostics: Domain['diagnostics']): boolean {
+  return diagnostics.length > 0 && diagnostics.every((d) => d.code === 'dns_error');
+}
+
 function describeCheck(current: Domain, result: Verification, reason: CheckReason): string {
   const who = reason === 'recheck' ? 'Automatic DNS check' : reason === 'verify' ? 'DNS check (Verify)' : 'DNS check (Re-verify)';
   if (result.verified) return `${who}: the records point at the platform.`;
   const what = result.diagnostics.map((d) => d.message).join(' ');
+  if (current.status === 'verified' && couldNotFindOut(result.diagnostics)) {
+    return `${who} could not be made: ${what} The domain stays ${current.health ?? 'ok'} and is checked again as usual; until DNS answers, no further event is written.`;
+  }
   if (current.status === 'verified') return `${who} failed: ${what}`;
   return result.pending ? `${who}: not ready yet. ${what}` : `${who} found a problem: ${what}`;
 }

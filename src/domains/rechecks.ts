@@ -42,8 +42,11 @@ export function createDomainChecks(deps: DomainChecksDeps) {
    */
   async function run(domain: Domain, reason: CheckReason, { schedule = true } = {}): Promise<Domain | null> {
     const context = deps.context();
+    // the ownership TXT proves a claim once, at the first verification; after it only DNS pointing at
+    // the platform (and CAA) is checked, so removing the TXT later does not make the domain misconfigured
+    const ownershipToken = domain.verifiedAt === undefined ? domain.ownershipToken : undefined;
     const result = await verifyDomain(
-      { hostname: domain.hostname, apex: domain.apex, cnameTarget: context.cnameTarget, caaIdentities: context.caaIdentities, ownershipToken: domain.ownershipToken },
+      { hostname: domain.hostname, apex: domain.apex, cnameTarget: context.cnameTarget, caaIdentities: context.caaIdentities, ownershipToken },
       context.resolver,
     );
     metrics.domainChecks.inc({ result: checkResult(result) });
