@@ -222,23 +222,39 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
   }
 
   async function issue(hostname: string, options: OrderOptions = {}): Promise<IssuedCertificate> {
-    account ??= openAccount().catch((err: unknown) => { account = null; throw err; });
-    const client = await account;
     const [keyPem, csr] = await acme.crypto.createCsr(csrNames(hostname), await acme.crypto.createPrivateEcdsaKey('P-256'));
-    const trace = newTrace();
     let ordered = false;
-    let certPem: string;
+    const placed = () => { ordered = true; };
     try {
-      certPem = await traces.run(trace, () => order(client, hostname, csr, options, () => { ordered = true; }));
+      return describe(await orderWithAccount(hostname, csr, options, placed), keyPem.toString());
+    } catch (err) {
+      if (!(err instanceof IssueError) && err instanceof Error && err.message.startsWith('storing the HTTP-01')) throw err;
+      if (err instanceof IssueError) err.ordered ||= ordered;
+      throw err;
+    }
+  }
+
+  // A CA may forget the account (pebble keeps accounts in memory; a CA may purge or deactivate
+  // one): the cached client then fails every order with accountDoesNotExist. The account is
+  // dropped so the next openAccount() looks it up or registers it again, and the order is tried
+  // once more at once, so the caller does not wait out a backoff for the CA's amnesia.
+  async function orderWithAccount(hostname: string, csr: Buffer, options: OrderOptions, placed: () => void, again = true): Promise<string> {
+    const opened = account ??= openAccount().catch((err: unknown) => { if (account === opened) account = null; throw err; });
+    const client = await opened;
+    const trace = newTrace();
+    try {
+      return await traces.run(trace, () => order(client, hostname, csr, options, placed));
     } catch (err) {
       if (!(err instanceof IssueError) && err instanceof Error && err.message.startsWith('storing the HTTP-01')) throw err;
       const failure = classify(err, trace, `ordering a certificate for ${hostname}`);
-      failure.ordered = ordered;
-      throw failure;
+      if (!accountUnknown(failure)) throw failure;
+      // concurrent orders on the old client each see this: only the first drops it
+      if (account === opened) account = null;
+      if (!again) throw failure;
+      return orderWithAccount(hostname, csr, options, placed, false);
     } finally {
       trace.agent.destroy();
     }
-    return describe(certPem, keyPem.toString());
   }
 
   let renewalInfoBase: Promise<string | null> | null = null;
@@ -257,6 +273,14 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
   }
 
   return { issue, renewalInfo, orders: () => orderCount };
+}
+
+/** the CA does not know the account the order was signed with (RFC 8555 §6.7 accountDoesNotExist) */
+function accountUnknown(failure: IssueError): boolean {
+  if (failure.problemType === `${PROBLEM}accountDoesNotExist`) return true;
+  // some CAs answer an unknown key id with a generic problem: unauthorized/malformed naming the account
+  return (failure.problemType === `${PROBLEM}unauthorized` || failure.problemType === `${PROBLEM}malformed`)
+    && /\baccount\b.*\b(not found|does not exist|unknown)\b/i.test(failure.message);
 }
 
 function hasAccountUrl(client: acme.Client): boolean {
