@@ -18,7 +18,7 @@ import { createRenewals } from './renewal.ts';
 import type { Scheduler } from '../domains/scheduler.ts';
 import type { IssuerChain } from './issuer-chain.ts';
 import type { OrderQueue } from './order-queue.ts';
-import { createOrdering, backoffFor } from './ordering.ts';
+import { createOrdering, backoffFor, PAUSE_RECHECK_MS } from './ordering.ts';
 
 export interface ManagerOptions {
   stores: Stores;
@@ -96,14 +96,15 @@ export function createCertificateManager(options: ManagerOptions) {
       return Math.min(Math.max(turn, now() + 1_000), now() + 60_000);
     },
     [RENEWAL_JOB]: (hostname) => renewals.run(hostname),
-    // a failed first order, once its backoff has ended (a new failure schedules the next try itself)
+    // a failed first order, once its backoff has ended (a new failure schedules the next try itself),
+    // or one paused while the domain was misconfigured: ordered once its DNS is healthy again
     [RETRY_JOB]: async (hostname) => {
       const domain = await stores.domains.get(hostname);
-      if (domain?.status !== 'verified' || domain.certificate.status !== 'failed') return null;
+      if (domain?.status !== 'verified' || (domain.certificate.status !== 'failed' && domain.certificate.status !== 'none')) return null;
       const next = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
       if (next > now()) return next;
-      await ordering.obtain(hostname, 'retry');
-      return null;
+      const result = await ordering.obtain(hostname, 'retry');
+      return result.paused && !result.certificate ? now() + PAUSE_RECHECK_MS : null;
     },
   };
   function wake(kind: string, key: string, at: number): void {
@@ -192,6 +193,12 @@ export function createCertificateManager(options: ManagerOptions) {
 
     /** A domain just verified (or asked to try again): order now, without waiting for a handshake. */
     onVerified(domain: Domain, reason: 'verify' | 'reverify'): void {
+      // a verified domain stays verified when the check just run found something (its diagnostics are
+      // that check's; only health counts failures): no order then, the CA's validation would fail too
+      if (domain.diagnostics.length > 0) {
+        log.info({ hostname: domain.hostname, reason }, 'no certificate order: the DNS check just run failed');
+        return;
+      }
       const start = async () => {
         if (reason === 'reverify') await ordering.reset(domain.hostname);
         await obtain(domain.hostname, reason === 'reverify' ? 'retry' : 'verified');
@@ -199,10 +206,21 @@ export function createCertificateManager(options: ManagerOptions) {
       start().catch((err) => log.warn({ hostname: domain.hostname, err: (err as Error).message }, 'could not start a certificate order'));
     },
 
-    /** A removed domain: its certificate leaves the cache (every instance, via the domain notice) and the store. */
+    /**
+     * A removed domain: its certificate leaves the cache (every instance, via the domain notice) and
+     * the store, its place in the order queue and its renewal and retry jobs go. An order already
+     * with the CA finds the domain gone when the CA answers and keeps nothing (ordering.ts).
+     */
     async onRemoved(hostname: string): Promise<void> {
       cache.delete(hostname);
       await certs.certificates.remove(hostname).catch(() => undefined);
+      await ordering.forget(hostname).catch((err) => log.warn({ hostname, err: (err as Error).message }, 'could not take a removed domain out of the order queue'));
+      for (const kind of [RENEWAL_JOB, RETRY_JOB]) {
+        const id = `${kind} ${hostname}`;
+        clearTimeout(local.get(id)?.timer);
+        local.delete(id);
+        await scheduler?.cancel(kind, hostname).catch(() => undefined);
+      }
     },
 
     /**

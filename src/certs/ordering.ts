@@ -15,6 +15,8 @@ const BACKOFF_MS = [60e3, 120e3, 300e3, 600e3, 1800e3, 3600e3, 7200e3, 14400e3, 
 const LOCK_TTL_MS = 120_000;
 // the queue is worked through in pages; its positions are refreshed for the first this many
 const QUEUE_PAGE = 1_000;
+// a first certificate paused by a misconfigured domain is looked at again after this (as renewals are)
+export const PAUSE_RECHECK_MS = 3_600_000;
 
 export function backoffFor(failures: number): number {
   return BACKOFF_MS[Math.min(Math.max(failures, 1), BACKOFF_MS.length) - 1];
@@ -26,6 +28,8 @@ export interface OrderResult {
   certificate: StoredCertificate | null;
   /** over a CA limit: in the queue; `accountWide` when every order waits, not only this domain's */
   queued?: { retryAt: number; accountWide: boolean };
+  /** the domain's DNS points elsewhere: nothing was sent to the CA (its validation would fail) */
+  paused?: true;
 }
 
 export interface OrderingOptions {
@@ -42,7 +46,7 @@ export interface OrderingOptions {
   onIssued(stored: StoredCertificate): void;
   /** the queue should be looked at again at this time */
   onQueueDue(at: number): void;
-  /** a failed first order should be tried again at this time (the backoff's end) */
+  /** a failed (or paused) first order should be tried again at this time (the backoff's end) */
   onRetryDue(hostname: string, at: number): void;
   /** has this certificate's renewal moment come (renewal.ts)? Checked again under the lock */
   isDue(stored: StoredCertificate): boolean;
@@ -109,11 +113,9 @@ export function createOrdering(options: OrderingOptions) {
     const existing = await certs.certificates.get(hostname);
     const valid = existing !== null && Date.parse(existing.notAfter) > now() ? existing : null;
     if (valid && (reason === 'verified' || reason === 'handshake')) return { certificate: valid };
-    // 2. renewals pause while the domain's DNS points elsewhere: the CA's validation would fail (DESIGN §6)
-    if (valid && domain.health === 'misconfigured') {
-      if (reason === 'queue') await queue.remove(hostname);
-      return { certificate: valid };
-    }
+    // 2. no order while the domain's DNS points elsewhere, with or without a certificate: the CA's
+    // validation would fail and count against its failed-validation limit (DESIGN §6)
+    if (domain.health === 'misconfigured') return pause(domain, valid, reason);
     const next = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
     if (reason !== 'retry' && reason !== 'queue' && domain.certificate.status === 'failed' && next > now()) return { certificate: null };
     // 3. behind a CA limit the queue goes first, in verification order: nothing overtakes it
@@ -140,16 +142,52 @@ export function createOrdering(options: OrderingOptions) {
     return ordered ? ordered.result : { certificate: await waitForOther(hostname) };
   }
 
+  /**
+   * A misconfigured domain waits out of line: a renewal's own job looks again (renewal.ts); a first
+   * certificate's cert-retry job does, once an hour, and orders when the domain is healthy again.
+   */
+  async function pause(domain: Domain, valid: StoredCertificate | null, reason: OrderReason): Promise<OrderResult> {
+    const { hostname } = domain;
+    // out of the queue: it would hold a place (and the depth) it cannot use
+    const waiting = domain.certificate.status === 'queued' || domain.certificate.queuePosition !== undefined;
+    if (reason === 'queue' || waiting) await queue.remove(hostname);
+    if (waiting) {
+      await setCertificateState(hostname, (d) => ({ ...d.certificate, status: d.certificate.status === 'queued' ? 'none' : d.certificate.status, queuePosition: undefined, nextAttemptAt: undefined }));
+    }
+    // a handshake (possibly one of many) writes nothing more
+    // (the cert-retry job itself answers its next time)
+    if (!valid && reason !== 'retry' && (waiting || reason !== 'handshake')) options.onRetryDue(hostname, now() + PAUSE_RECHECK_MS);
+    return { certificate: valid, paused: true };
+  }
+
+  /** After the CA answered: is the domain still there and verified? (It may have been removed meanwhile.) */
+  async function stillWanted(hostname: string): Promise<boolean> {
+    const domain = await stores.domains.get(hostname);
+    return domain !== null && domain.status === 'verified';
+  }
+
+  /** The domain went while its order ran: nothing of the order stays (certificate, queue entry). */
+  async function drop(hostname: string, issued: boolean): Promise<OrderResult> {
+    await certs.certificates.remove(hostname).catch(() => undefined);
+    await queue.remove(hostname);
+    log.info({ hostname }, issued ? 'certificate dropped: the domain was removed (or is no longer verified) while its order ran' : 'order ended after the domain was removed (or is no longer verified)');
+    return { certificate: null };
+  }
+
   async function order(domain: Domain, valid: StoredCertificate | null, reason: OrderReason): Promise<OrderResult> {
     const { hostname } = domain;
     const started = now();
     if (!valid) await setCertificateState(hostname, (d) => ({ ...d.certificate, status: 'pending', queuePosition: undefined }));
     const replaces = valid?.ari && valid.directory ? { certId: valid.ari.certId, directory: valid.directory } : undefined;
     const outcome = await chain.issue({ hostname, ...(replaces ? { replaces } : {}), record: record(hostname) });
+    // the CA can take seconds: the owner may have removed the domain meanwhile
+    if (!(await stillWanted(hostname))) return drop(hostname, outcome.kind === 'issued');
     if (outcome.kind === 'issued') {
       const { issued, issuer } = outcome;
       const stored: StoredCertificate = { hostname, ...issued, directory: issuer.directory };
       await certs.certificates.put(stored);
+      // removed between the look above and the write: its removal found nothing to delete yet
+      if (!(await stillWanted(hostname))) return drop(hostname, true);
       await stores.domains.setCertificate(hostname, { status: 'issued', issuer: issued.issuer, notAfter: issued.notAfter }, domainEvent(
         'certificate_issued',
         `${valid ? 'Renewed' : 'Got'} the certificate from ${issuer.name} (issued by ${issued.issuer}), valid until ${issued.notAfter}.`,
@@ -262,6 +300,11 @@ export function createOrdering(options: OrderingOptions) {
   return {
     obtain,
     drainQueue,
+    /** A removed domain leaves the queue; those behind it move up (their places, the depth gauge). */
+    async forget(hostname: string): Promise<void> {
+      await queue.remove(hostname);
+      await refreshUnlessDraining();
+    },
     /** the owner fixed something: forget the backoff and try at once */
     async reset(hostname: string): Promise<void> {
       await setCertificateState(hostname, (d) => ({ ...d.certificate, nextAttemptAt: undefined, failures: 0 }));
