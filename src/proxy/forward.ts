@@ -52,7 +52,12 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
       const method = req.method ?? 'GET';
       if (!REQUEST_TARGET.test(target.path)) throw new HttpError('invalid_request', 'The request target is not valid.');
       const declared = req.headers['content-length'];
-      const hasBody = (method !== 'GET' && method !== 'HEAD') || declared !== undefined || req.headers['transfer-encoding'] !== undefined;
+      // HTTP/1.1: a body only with Content-Length or Transfer-Encoding (RFC 9112 §6.3: without either it
+      // is empty, whatever the method; sent on chunked, a bodyless OPTIONS or DELETE carried a stray
+      // `0\r\n\r\n` that an upstream reading no chunked bodies takes for its next request). HTTP/2:
+      // unless the request ended with its headers
+      const stream = (req as { stream?: { endAfterHeaders?: boolean } }).stream;
+      const hasBody = stream !== undefined ? !stream.endAfterHeaders : declared !== undefined || req.headers['transfer-encoding'] !== undefined;
       // a declared length is passed on as is; otherwise (chunked, or HTTP/2 without one) the body goes chunked
       const bodyLength = hasBody && typeof declared === 'string' && DIGITS.test(declared) && req.headers['transfer-encoding'] === undefined ? Number(declared) : undefined;
       const call = client.request(target.origin, {

@@ -197,6 +197,31 @@ t.test('a POST with Expect: 100-continue is forwarded without the Expect header 
   t.notOk('expect' in echoed(answer).headers);
 });
 
+t.test('a request without Content-Length or Transfer-Encoding has no body upstream either (RFC 9112 §6.3), whatever its method', async (t) => {
+  for (const method of ['OPTIONS', 'DELETE', 'POST']) {
+    // raw: Node's own client would add a Content-Length or chunked framing to a POST
+    const text = await new Promise<string>((resolve, reject) => {
+      const socket = tls.connect({ host: '127.0.0.1', port, servername: 'localhost', ca: cert }, () => socket.write(`${method} /echo HTTP/1.1\r\nHost: ${HOSTNAME}\r\nConnection: close\r\n\r\n`));
+      const chunks: Buffer[] = [];
+      socket.on('data', (c: Buffer) => chunks.push(c)).on('end', () => resolve(Buffer.concat(chunks).toString('utf8'))).on('error', reject);
+    });
+    t.match(text, /^HTTP\/1\.1 200 /, `${method} answered`);
+    const seen = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4).replace(/^[0-9a-f]+\r\n/, '').replace(/\r\n0\r\n\r\n$/, ''));
+    t.equal(seen.method, method);
+    t.notOk('transfer-encoding' in seen.headers, `${method}: not sent chunked`);
+    t.equal(seen.body, '', `${method}: no body`);
+  }
+  const session = h2session();
+  t.teardown(() => session.close());
+  const bodyless = await new Promise<Answer>((resolve, reject) => {
+    const stream = session.request({ ':method': 'POST', ':path': '/echo', ':authority': HOSTNAME }, { endStream: true });
+    const chunks: Buffer[] = [];
+    stream.on('response', (headers) => stream.on('data', (c: Buffer) => chunks.push(c)).on('end', () => resolve({ status: Number(headers[':status']), headers: {}, body: Buffer.concat(chunks) })));
+    stream.on('error', reject);
+  });
+  t.notOk('transfer-encoding' in echoed(bodyless).headers, 'HTTP/2: a POST that ended with its headers is not sent chunked');
+});
+
 t.test('GET over HTTP/2: no pseudo-headers upstream, forwarded headers set; response hop-by-hop headers dropped', async (t) => {
   const session = h2session();
   t.teardown(() => session.close());
