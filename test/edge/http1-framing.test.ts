@@ -92,6 +92,16 @@ const PROBES: Record<string, string> = {
   'smuggling-nul: a NUL byte in a field value': `GET /echo HTTP/1.1\r\nHost: site.localhost\r\nX-Value: a\0b\r\n\r\n${SMUGGLED}`,
 };
 
+t.test('a Host field that is not host[:port] names no site: never routed to the host inside it', async (t) => {
+  for (const host of ['site.localhost/x', 'evil@site.localhost', 'site.localhost?x', 'site.localhost#x', 'site.localhost\\x']) {
+    const answer = await exchange(`GET /echo HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`, { plain: true });
+    t.notMatch(answer, /^HTTP\/1\.1 [23]\d\d /, `Host: ${host} → not served (${answer.split('\r\n', 1)[0]})`);
+    t.notMatch(answer, /"url":"\/echo"/, `Host: ${host}: nothing from the upstream`);
+  }
+  const fine = await exchange('GET /echo HTTP/1.1\r\nHost: Site.Localhost.\r\nConnection: close\r\n\r\n', { plain: true });
+  t.notMatch(fine, /^HTTP\/1\.1 4\d\d /, 'case and a trailing dot still name the site');
+});
+
 t.test('smuggling probes answer 400 and close, never reaching the upstream', async (t) => {
   for (const [name, text] of Object.entries(PROBES)) {
     const answer = await exchange(text);
