@@ -13,10 +13,12 @@
 //   the upstream is closing; when it does (a reused connection closes before one byte of the answer)
 //   a request without a body is retried once on a new connection;
 // - obs-fold, a malformed status line or header, conflicting Content-Length: the answer is refused ('other');
-// - 1xx answers other than 101 are skipped; 101 outside an upgrade is refused;
-// - timeouts: connecting (connectTimeoutMs), and no byte from the upstream for timeoutMs while an
-//   exchange is open (covers the head and every gap in the body; not while a full sink holds the
-//   connection paused: then the wait is the visitor's);
+// - 1xx answers other than 101 are skipped, at most 32 of them (more: refused); 101 outside an upgrade is refused;
+// - timeouts: connecting (connectTimeoutMs); the final answer head complete within timeoutMs of the
+//   request going up (or of the answer's first byte, if sooner): a deadline, however the head's bytes
+//   trickle in; and no byte from the upstream for timeoutMs while an exchange is open (every gap in
+//   the body; not while a full sink holds the connection paused: then the wait is the visitor's).
+//   A timeout is never retried;
 // - close(): idle connections close; requests waiting for a connection, and any made later, fail
 //   ('closed'); exchanges under way finish, then their connections close. No connection is opened
 //   after close(), not even for a retry.

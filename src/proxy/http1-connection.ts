@@ -6,7 +6,15 @@
 // An answer read while its exchange is in flight is handled after the turn's reads (after-reads.ts).
 // At most one read waits per connection: a second one in the same turn is handled at once, after the
 // first, or goes back into the socket when the first filled the visitor's side (back-pressure as
-// before). Bytes on an idle connection, end, error, close and timeout never wait: what waits goes first.
+// before). Bytes on an idle connection, end, error, close and timeouts never wait: what waits goes first.
+//
+// Two clocks while an exchange is open: the socket's inactivity timer (timeoutMs without a byte, for
+// the whole answer), and the head's deadline: the final answer's head, after any 1xx answers, must be
+// complete within timeoutMs of the request going up, or of the answer's first byte if that came
+// sooner. Without the deadline an upstream trickling one header line at a time held the visitor until
+// the visitor's own requestMs; the body has only the inactivity timer (a slow download is fine while
+// its bytes move). At most MAX_INTERIM 1xx answers come before the final one (a flood of them is
+// refused, not parsed until the deadline).
 import type net from 'node:net';
 import { afterReads } from '../after-reads.ts';
 import { BodyReader, type BodyEvents } from './http1-body.ts';
@@ -19,6 +27,8 @@ export type { Attempt, ClientOptions, Exchange, HeaderList, Origin, PoolHooks, S
 
 const MAX_HEAD = 64 * 1024;
 const HEAD_END = Buffer.from('\r\n\r\n');
+// 100 Continue and 103 Early Hints come a few at a time; more than this is a flood (502)
+const MAX_INTERIM = 32;
 
 export class Connection {
   readonly socket: net.Socket;
@@ -50,6 +60,10 @@ export class Connection {
   #bodySent = true;
   #received = false;
   #headOnly = false;
+  /** 1xx answers read in this exchange */
+  #interim = 0;
+  /** the head's deadline (see the top of the file); null: not armed, or the final head came */
+  #deadline: NodeJS.Timeout | null = null;
   #paused = false;
   #parkedAt = 0;
   /** a read waiting for the end of its turn */
@@ -68,6 +82,7 @@ export class Connection {
       // one inactivity timer for the connection's life: an exchange fails after timeoutMs without a
       // byte; an idle connection closes then too, and is not taken past its keep-alive time (usable())
       socket.setTimeout(options.timeoutMs);
+      if (this.#call !== undefined && this.#bodySent) this.#armDeadline();
     });
     socket.on('data', (chunk: Buffer) => this.#onRead(chunk));
     // a read still waiting came before any of these, so it is handled first
@@ -121,6 +136,7 @@ export class Connection {
   }
 
   destroy(): void {
+    this.#disarmDeadline();
     if (this.#gone) return;
     this.#gone = true;
     this.socket.destroy();
@@ -137,12 +153,15 @@ export class Connection {
     this.#keepAlive = true;
     this.#received = false;
     this.#headOnly = exchange.method === 'HEAD';
+    this.#interim = 0;
     const socket = this.socket;
     if (this.reused) socket.ref();
     const framing = exchange.body === null ? '' : exchange.bodyLength === undefined ? 'transfer-encoding: chunked\r\n' : `content-length: ${exchange.bodyLength}\r\n`;
     socket.write(`${exchange.head}host: ${this.origin.hostHeader}\r\n${framing}\r\n`, 'latin1');
     if (exchange.body === null) {
       this.#bodySent = true;
+      // a new connection's request goes up once it is connected (connecting has its own timeout)
+      if (this.#connected) this.#armDeadline();
       return;
     }
     this.#bodySent = false;
@@ -150,11 +169,31 @@ export class Connection {
       stopped: () => call.settled || this.#gone,
       sent: () => {
         this.#bodySent = true;
+        if (this.#connected && this.#call === call && this.#body === undefined) this.#armDeadline();
       },
       broken: (why) => {
         if (this.#call === call) this.#fail(new UpstreamError('other', why));
       },
     });
+  }
+
+  /** starts the head's deadline, once per exchange: a later start (the body sent) does not move it */
+  #armDeadline(): void {
+    if (this.#deadline !== null) return;
+    const call = this.#call;
+    this.#deadline = setTimeout(() => {
+      this.#deadline = null;
+      // a read waiting for the end of its turn came first: it may complete the head
+      this.#takeDeferred();
+      if (this.#call !== call || this.#body !== undefined) return;
+      this.#fail(new UpstreamError('timeout', `the upstream did not complete its answer head within ${this.#options.timeoutMs} ms`));
+    }, this.#options.timeoutMs);
+  }
+
+  #disarmDeadline(): void {
+    if (this.#deadline === null) return;
+    clearTimeout(this.#deadline);
+    this.#deadline = null;
   }
 
   #onTimeout(): void {
@@ -184,9 +223,11 @@ export class Connection {
     const call = this.#call;
     this.#call = undefined;
     this.#sink = undefined;
+    this.#disarmDeadline();
     // the retry connects before this connection lets go of its slot, so it takes the slot rather
-    // than a waiting request (which would put the origin one over maxConnections)
-    const retried = call !== undefined && !call.settled && !this.#received && call.retry(this);
+    // than a waiting request (which would put the origin one over maxConnections). Only a connection
+    // that closed is retried: a silent upstream has had its upstreamMs (and may be working on the request)
+    const retried = call !== undefined && !call.settled && !this.#received && err.kind !== 'timeout' && call.retry(this);
     this.destroy();
     if (!call || call.settled || retried) return;
     call.fail(err);
@@ -204,6 +245,9 @@ export class Connection {
       this.destroy();
       return;
     }
+    // an answer under way before the request was all sent (an early 413, or an upstream not reading
+    // the body): its head has the same time from here
+    if (this.#body === undefined) this.#armDeadline();
     try {
       this.#parse(chunk, call);
     } catch (err) {
@@ -246,9 +290,11 @@ export class Connection {
     const answer = parseAnswerHead(head, this.#headOnly);
     if (answer.status < 200) {
       if (answer.status === 101) throw invalid('the upstream switched protocols without an upgrade');
+      if (++this.#interim > MAX_INTERIM) throw invalid(`the upstream sent more than ${MAX_INTERIM} interim (1xx) answers`);
       // 100 Continue, 103 Early Hints …: the final answer follows on the same connection
       return;
     }
+    this.#disarmDeadline();
     this.#keepAlive = answer.keepAlive;
     // a second before the upstream's own limit, so a request is never sent as it closes
     if (answer.keepAliveTimeout !== -1) this.#keepAliveMs = Math.max(0, Math.min(this.#idleMs, answer.keepAliveTimeout * 1000 - 1000));
