@@ -12,6 +12,10 @@
 //   names (HTTP/2 forbids them, RFC 9113 §8.2.2); Transfer-Encoding and the upstream's
 //   Content-Length never pass as they are: Portico writes content-length itself when the head says
 //   how long the body is; HSTS is Portico's unless the upstream sent its own;
+// - a head the visitor would not take whole is refused as invalid_response (a 502 page), never sent:
+//   past the visitor's SETTINGS_MAX_HEADER_LIST_SIZE it would reset the stream, and past what nghttp2
+//   may send in one header block respond() fails with a frame error, on which Node closes the whole
+//   session (GOAWAY), the visitor's other streams with it (see fitsPeer());
 // - flow control end to end: a full stream (the visitor's window is shut, or it reads slowly) makes
 //   write() return false, and the upstream connection stops being read until 'drain';
 // - the visitor resets the stream: the upstream request is aborted; refused → 502, silent → 504
@@ -22,6 +26,7 @@ import type { Readable } from 'node:stream';
 import { connectionTokens, isHopByHop } from './forward.ts';
 import { UpstreamError, type Http1Client, type Sink, type UpstreamErrorKind } from './http1-client.ts';
 import { targetOf } from './project-proxy.ts';
+import { H2_SETTINGS } from '../edge/h2-limits.ts';
 import { upstreamFailurePage, upstreamUnreachablePage } from '../edge/pages.ts';
 import { errorBody } from '../errors.ts';
 
@@ -42,6 +47,19 @@ const NO_TOKENS: ReadonlySet<string> = new Set();
 const REQUEST_TARGET = /^\/[^\s\x00-\x1f\x7f]*$/;
 const DIGITS = /^\d{1,15}$/;
 const UNSAFE_VALUE = /[\r\n\0]/;
+// RFC 9113 §6.5.2: a field counts its name and value in octets plus 32 toward SETTINGS_MAX_HEADER_LIST_SIZE
+const FIELD_OVERHEAD = 32;
+// nghttp2 refuses to send a HEADERS frame whose estimated payload (nghttp2_hd_deflate_bound: 12
+// octets, then 12 per field plus its name and value; and 5 for a priority block) is past
+// max_send_header_block_length, 64 KiB unless Node's maxSendHeaderBlockLength says otherwise
+// (listeners.ts does not set it)
+const MAX_SEND_HEADER_BLOCK = 64 * 1024;
+const BLOCK_BOUND = 12 + 5;
+const BLOCK_FIELD_BOUND = 12;
+// the `date` field respond() adds when the answer has none
+const DATE_FIELD_LENGTH = 'date'.length + 'Thu, 01 Jan 1970 00:00:00 GMT'.length;
+// nghttp2's value for a peer that sent no SETTINGS_MAX_HEADER_LIST_SIZE ("unlimited")
+const UNANNOUNCED = 2 ** 32 - 1;
 
 /**
  * Forwards one HTTP/2 stream to `upstream` and streams the answer back; answers 502/504 pages when
@@ -134,21 +152,41 @@ function respondHead(stream: ServerHttp2Stream, status: number, fields: string[]
   const out: string[] = [':status', String(status)];
   const named = connection === '' ? NO_TOKENS : connectionTokens(connection);
   let hsts = ctx.hsts;
+  let dated = false;
   for (let i = 0; i < fields.length; i += 2) {
     const name = fields[i];
     // the framing is Portico's: content-length from what is forwarded (below), never the upstream's
     if (name === 'content-length' || isHopByHop(name) || named.has(name)) continue;
     if (name === 'strict-transport-security') hsts = undefined;
+    else if (name === 'date') dated = true;
     out.push(name, fields[i + 1]);
   }
   if (length !== -1) out.push('content-length', String(length));
   if (hsts !== undefined) out.push('strict-transport-security', hsts);
+  // thrown from onHead: the client answers the visitor a 502 page and counts an invalid_response
+  if (!fitsPeer(stream, out, dated)) throw new UpstreamError('invalid_response', 'the upstream answer head is too large for the HTTP/2 visitor');
   // a HEAD request's stream has ended its writable side already; 204, 205 and 304 carry no body
   const bodiless = stream.writableEnded || status === 204 || status === 205 || status === 304;
   // the types know only the object form
   stream.respond(out as unknown as OutgoingHttpHeaders, bodiless ? { endStream: true } : undefined);
   ctx.status = status;
   return bodiless ? DISCARD : stream;
+}
+
+/**
+ * Whether the HEADERS frame of `out` (plus the `date` respond() adds unless `dated`) can be sent and
+ * will be taken: its header list within the visitor's SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113
+ * §6.5.2), or, when it announced none, within the 64 KiB Portico accepts from visitors (h2-limits.ts);
+ * and its worst-case HPACK size within what nghttp2 sends in one block. Node writes header strings as
+ * latin1, as the upstream's head was read: a string's length is its size in octets.
+ */
+function fitsPeer(stream: ServerHttp2Stream, out: string[], dated: boolean): boolean {
+  let octets = dated ? 0 : DATE_FIELD_LENGTH;
+  for (let i = 0; i < out.length; i++) octets += out[i].length;
+  const fields = out.length / 2 + (dated ? 0 : 1);
+  const announced = stream.session?.remoteSettings.maxHeaderListSize ?? UNANNOUNCED;
+  const limit = announced === UNANNOUNCED ? H2_SETTINGS.maxHeaderListSize : announced;
+  return octets + fields * FIELD_OVERHEAD <= limit && BLOCK_BOUND + octets + fields * BLOCK_FIELD_BOUND <= MAX_SEND_HEADER_BLOCK;
 }
 
 /** A sink for an answer that has no body on the visitor's side. */
