@@ -28,8 +28,8 @@ export function upstreamUnreachablePage(hostname: string): string {
 
 /** 502: the upstream answered, but not with HTTP/1.1 Portico can pass on safely (kind 'invalid_response'). */
 export function upstreamInvalidPage(hostname: string): string {
-  return page('502 — the site sent an answer that could not be passed on', `<p>The application behind <code>${escapeHtml(hostname)}</code> answered, but its answer was not valid HTTP/1.1, so Portico did not forward it.</p>
-<p>If this is your site, check the status line and headers your application sends: for example both <code>Content-Length</code> and <code>Transfer-Encoding</code>, two <code>Content-Length</code> fields, a malformed chunk, or control characters in a header. Such answers could be read in two ways by the clients behind Portico, so they are refused.</p>`);
+  return page('502 — the site sent an answer that could not be passed on', `<p>The application behind <code>${escapeHtml(hostname)}</code> answered, but its answer was not valid HTTP/1.1, or was too large to pass on, so Portico did not forward it.</p>
+<p>If this is your site, check the status line and headers your application sends: for example both <code>Content-Length</code> and <code>Transfer-Encoding</code>, two <code>Content-Length</code> fields, a malformed chunk, control characters in a header, more than 32 interim (1xx) answers, or a head too large for an HTTP/2 visitor (about 64 KiB of header fields). Such answers could be read in two ways by the clients behind Portico, or not delivered at all, so they are refused.</p>`);
 }
 
 /** The page for an upstream failure before the visitor got a byte: 504 for a timeout, else 502. */
