@@ -7,48 +7,23 @@
 // fits what the visitor takes (its SETTINGS_MAX_HEADER_LIST_SIZE, or 64 KiB) still passes.
 import t, { type Test } from 'tap';
 import http2 from 'node:http2';
-import net from 'node:net';
-import tls from 'node:tls';
-import type { AddressInfo } from 'node:net';
-import { startPortico } from '../helpers/portico.ts';
-import { accountWithKey, admin } from '../helpers/client.ts';
+import { admin } from '../helpers/client.ts';
+import { rawUpstreamBed } from '../helpers/raw-upstream.ts';
 
 // the upstream: GET /fields/N answers N header fields and "ok"; anything else answers "fine!"
-const upstreamSockets = new Set<net.Socket>();
-const upstream = net.createServer((socket) => {
-  upstreamSockets.add(socket);
-  socket.on('error', () => undefined);
-  socket.once('close', () => upstreamSockets.delete(socket));
-  let buffered = '';
-  socket.on('data', (chunk: Buffer) => {
-    buffered += chunk.toString('latin1');
-    for (let end = buffered.indexOf('\r\n\r\n'); end !== -1; end = buffered.indexOf('\r\n\r\n')) {
-      const path = buffered.slice(0, end).split(' ')[1];
-      buffered = buffered.slice(end + 4);
-      const fields = /^\/fields\/(\d+)$/.exec(path);
-      if (!fields) {
-        socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nfine!');
-        continue;
-      }
-      let head = 'HTTP/1.1 200 OK\r\n';
-      for (let i = 0; i < Number(fields[1]); i++) head += `X-${i}: a\r\n`;
-      socket.write(`${head}Content-Length: 2\r\n\r\nok`, 'latin1');
-    }
-  });
+const bed = await rawUpstreamBed(t, 'many-fields', (path, socket) => {
+  const fields = /^\/fields\/(\d+)$/.exec(path);
+  if (!fields) {
+    socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nfine!');
+    return;
+  }
+  let head = 'HTTP/1.1 200 OK\r\n';
+  for (let i = 0; i < Number(fields[1]); i++) head += `X-${i}: a\r\n`;
+  socket.write(`${head}Content-Length: 2\r\n\r\nok`, 'latin1');
 });
-await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-
-const portico = await startPortico({});
-t.teardown(async () => {
-  await portico.stop();
-  for (const socket of upstreamSockets) socket.destroy();
-  await new Promise((resolve) => upstream.close(resolve));
-});
+const { portico, identity } = bed;
 const { ports, ca } = portico;
-const owner = await accountWithKey(ports.admin);
-const project = await admin(ports.admin, 'POST', '/admin/projects', { accountId: owner.accountId, name: 'many-fields', upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` });
-const HOSTNAME: string = project.json.defaultDomain;
-const identity = (_name: string, cert: tls.PeerCertificate) => tls.checkServerIdentity('localhost', cert);
+const HOSTNAME = bed.hostname;
 
 /** a session that takes thousands of fields (Node's client stops at 128 unless told), announcing `maxHeaderListSize` if given */
 function connect(t: Test, maxHeaderListSize?: number): { session: http2.ClientHttp2Session; goaway: () => boolean } {

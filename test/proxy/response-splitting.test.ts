@@ -8,8 +8,8 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import tls from 'node:tls';
 import type { AddressInfo } from 'node:net';
-import { startPortico } from '../helpers/portico.ts';
-import { accountWithKey, admin } from '../helpers/client.ts';
+import { admin } from '../helpers/client.ts';
+import { rawUpstreamBed } from '../helpers/raw-upstream.ts';
 import { llhttpMessages } from '../helpers/llhttp-reference.ts';
 
 const SMUGGLED = 'HTTP/1.1 200 OK\r\nX-Smuggled: yes\r\nContent-Length: 8\r\n\r\nSMUGGLED';
@@ -33,41 +33,12 @@ const HOSTILE: Record<string, string> = {
 };
 const HONEST = 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nfine!';
 
-// the upstream: answers each request by its path and keeps the connection open (as a hostile one would)
-const upstreamSockets = new Set<net.Socket>();
-let upstreamClosed = 0;
-const upstream = net.createServer((socket) => {
-  upstreamSockets.add(socket);
-  socket.on('error', () => undefined);
-  socket.once('close', () => {
-    upstreamSockets.delete(socket);
-    upstreamClosed++;
-  });
-  let buffered = '';
-  socket.on('data', (chunk: Buffer) => {
-    buffered += chunk.toString('latin1');
-    for (let end = buffered.indexOf('\r\n\r\n'); end !== -1; end = buffered.indexOf('\r\n\r\n')) {
-      const path = buffered.slice(0, end).split(' ')[1];
-      buffered = buffered.slice(end + 4);
-      socket.write(HOSTILE[path] ?? HONEST, 'latin1');
-    }
-  });
-});
-await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-
-// the upstream timeout is long on purpose: a refusal must not wait for it
-const portico = await startPortico({ PORTICO_UPSTREAM_TIMEOUT_MS: '20000' });
-t.teardown(async () => {
-  await portico.stop();
-  for (const socket of upstreamSockets) socket.destroy();
-  await new Promise((resolve) => upstream.close(resolve));
-});
+// the upstream: answers each request by its path and keeps the connection open (as a hostile one
+// would); its upstream timeout is long on purpose: a refusal must not wait for it
+const bed = await rawUpstreamBed(t, 'splitting', (path, socket) => socket.write(HOSTILE[path] ?? HONEST, 'latin1'), { PORTICO_UPSTREAM_TIMEOUT_MS: '20000' });
+const { portico, identity } = bed;
 const { ports, ca } = portico;
-const owner = await accountWithKey(ports.admin);
-const project = await admin(ports.admin, 'POST', '/admin/projects', { accountId: owner.accountId, name: 'splitting', upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` });
-const HOSTNAME: string = project.json.defaultDomain;
-// the fallback certificate's *.localhost does not satisfy Node's identity check: trust it by its CA, check it as localhost
-const identity = (_name: string, cert: tls.PeerCertificate) => tls.checkServerIdentity('localhost', cert);
+const HOSTNAME = bed.hostname;
 
 /** two requests written at once on one HTTP/1.1 connection; every byte that came back, to the close */
 function pipelined(first: string): Promise<Buffer> {
@@ -98,7 +69,7 @@ function h2get(session: http2.ClientHttp2Session, path: string): Promise<{ statu
 
 for (const path of Object.keys(HOSTILE)) {
   t.test(`upstream answer ${path}: 502 to the visitor, the next answer on the connection intact`, async (t) => {
-    const closedBefore = upstreamClosed;
+    const closedBefore = bed.closed();
     const bytes = await pipelined(path);
     const { messages, rest } = llhttpMessages(bytes, ['GET', 'GET']);
     t.equal(messages.length, 2, 'two answers, as two requests were sent');
@@ -109,7 +80,7 @@ for (const path of Object.keys(HOSTILE)) {
     t.equal(messages[1]?.status, 200);
     t.equal(messages[1]?.body, 'fine!');
     t.notMatch(bytes.toString('latin1'), /Smuggled|SMUGGLED/i, 'nothing injected reaches the visitor');
-    t.ok(upstreamClosed > closedBefore, 'the upstream connection that sent it was closed');
+    t.ok(bed.closed() > closedBefore, 'the upstream connection that sent it was closed');
 
     const session = http2.connect(`https://${HOSTNAME}:${ports.https}`, { ca, checkServerIdentity: identity, host: '127.0.0.1' } as http2.SecureClientSessionOptions);
     t.teardown(() => session.close());
@@ -154,7 +125,7 @@ t.test('a failure after the answer started: HTTP/1.1 closes, HTTP/2 resets the s
   });
   await new Promise<void>((resolve) => late.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise((resolve) => late.close(resolve)));
-  const other = await admin(ports.admin, 'POST', '/admin/projects', { accountId: owner.accountId, name: 'breaks-later', upstream: `http://127.0.0.1:${(late.address() as AddressInfo).port}` });
+  const other = await admin(ports.admin, 'POST', '/admin/projects', { accountId: bed.accountId, name: 'breaks-later', upstream: `http://127.0.0.1:${(late.address() as AddressInfo).port}` });
   const hostname: string = other.json.defaultDomain;
 
   const h1 = await new Promise<string>((resolve, reject) => {

@@ -13,9 +13,9 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { AddressInfo } from 'node:net';
-import { startPortico, tempDir } from '../helpers/portico.ts';
-import { accountWithKey, admin } from '../helpers/client.ts';
+import { tempDir } from '../helpers/portico.ts';
+import { admin } from '../helpers/client.ts';
+import { rawUpstreamBed } from '../helpers/raw-upstream.ts';
 
 const UPSTREAM_MS = 1000;
 // the deadline plus what a loaded 2-core machine needs; the old code took requestMs (60 s)
@@ -65,39 +65,16 @@ const ANSWERS: Record<string, (socket: net.Socket) => void> = {
 
 // requests seen, by path
 const seen: Record<string, number> = {};
-const upstreamSockets = new Set<net.Socket>();
-const upstream = net.createServer((socket) => {
-  upstreamSockets.add(socket);
-  socket.on('error', () => undefined);
-  socket.once('close', () => upstreamSockets.delete(socket));
-  let buffered = '';
-  socket.on('data', (chunk: Buffer) => {
-    buffered += chunk.toString('latin1');
-    for (let end = buffered.indexOf('\r\n\r\n'); end !== -1; end = buffered.indexOf('\r\n\r\n')) {
-      const path = buffered.slice(0, end).split(' ')[1];
-      buffered = buffered.slice(end + 4);
-      seen[path] = (seen[path] ?? 0) + 1;
-      if (path === '/silent') continue;
-      const answer = ANSWERS[path];
-      if (answer) answer(socket);
-      else socket.write(HONEST, 'latin1');
-    }
-  });
-});
-await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-
-const portico = await startPortico({ PORTICO_CONFIG: configFile });
-t.teardown(async () => {
-  await portico.stop();
-  for (const socket of upstreamSockets) socket.destroy();
-  await new Promise((resolve) => upstream.close(resolve));
-});
+const bed = await rawUpstreamBed(t, 'head-deadline', (path, socket) => {
+  seen[path] = (seen[path] ?? 0) + 1;
+  if (path === '/silent') return;
+  const answer = ANSWERS[path];
+  if (answer) answer(socket);
+  else socket.write(HONEST, 'latin1');
+}, { PORTICO_CONFIG: configFile });
+const { portico, identity } = bed;
 const { ports, ca } = portico;
-const owner = await accountWithKey(ports.admin);
-const project = await admin(ports.admin, 'POST', '/admin/projects', { accountId: owner.accountId, name: 'head-deadline', upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` });
-const HOSTNAME: string = project.json.defaultDomain;
-// the fallback certificate's *.localhost does not satisfy Node's identity check: trust it by its CA, check it as localhost
-const identity = (_name: string, cert: tls.PeerCertificate) => tls.checkServerIdentity('localhost', cert);
+const HOSTNAME = bed.hostname;
 
 interface Answer {
   status: number;
