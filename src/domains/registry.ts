@@ -8,6 +8,7 @@ import type { Domain, DomainHealth, DomainStatus, Project, RedirectStatus, Store
 import net from 'node:net';
 import { dnsRecords, storedHostname, validateDomainHostname } from './hostname-rules.ts';
 import { domainEvent, type DomainEvent } from './events.ts';
+import { keyedTurns } from '../turns.ts';
 import type { DomainChecks } from './rechecks.ts';
 
 const TAKEOVER_WINDOW_MS = 30 * 86_400_000;
@@ -41,15 +42,8 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
   // The owner's changes to one domain take turns in this process: each reads the domain, decides and
   // writes it whole, so two at once (a double click) would both pass their checks and the later write
   // would undo the earlier (two 204s for one redirect removed). The second now sees the first's result.
-  const turns = new Map<string, Promise<unknown>>();
-  const oneAtATime = <T>(hostname: unknown, run: () => Promise<T>): Promise<T> => {
-    const key = typeof hostname === 'string' ? storedHostname(hostname) : '';
-    const mine = (turns.get(key) ?? Promise.resolve()).then(run, run);
-    const settled = mine.catch(() => undefined);
-    turns.set(key, settled);
-    void settled.then(() => turns.get(key) === settled && turns.delete(key));
-    return mine;
-  };
+  const turns = keyedTurns();
+  const oneAtATime = <T>(hostname: unknown, run: () => Promise<T>): Promise<T> => turns(typeof hostname === 'string' ? storedHostname(hostname) : '', run);
 
   async function domainOf(project: Project, hostname: string): Promise<Domain> {
     const domain = await stores.domains.get(storedHostname(hostname));

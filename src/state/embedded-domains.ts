@@ -20,6 +20,7 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { AppendLog } from './append-log.ts';
+import { keyedTurns } from '../turns.ts';
 import type { Tables } from './embedded.ts';
 import { DomainIndex, indexEntryOf } from './domain-index.ts';
 import { DomainSnapshot, type IndexEntry } from './domain-snapshot.ts';
@@ -67,17 +68,7 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
   });
   const history = tables.table<History>('domainHistory');
   // one write at a time per domain file: read-modify-write of the timeline must not interleave
-  const turns = new Map<string, Promise<unknown>>();
-  const serial = <T>(hostname: string, run: () => Promise<T>): Promise<T> => {
-    const previous = turns.get(hostname) ?? Promise.resolve();
-    const mine = previous.then(run, run);
-    const settled = mine.catch(() => undefined);
-    turns.set(hostname, settled);
-    void settled.then(() => {
-      if (turns.get(hostname) === settled) turns.delete(hostname);
-    });
-    return mine;
-  };
+  const serial = keyedTurns();
   // claimed synchronously, before the write is durable, so two adds of one name cannot both win
   const claimed = new Set<string>();
 
