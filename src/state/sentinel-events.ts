@@ -37,7 +37,9 @@ export function otherSentinels(reply: unknown): RedisAddress[] {
     const host = field('ip');
     const port = portOf(field('port'));
     if (!host || port === null) continue;
-    if ((field('flags') ?? '').split(',').includes('disconnected')) continue;
+    // one found down is passed over; one merely `disconnected` (its links being made again, as in the
+    // first seconds of a topology) is still a sentinel that may lead the next failover
+    if ((field('flags') ?? '').split(',').includes('s_down')) continue;
     out.push({ host, port });
   }
   return out;

@@ -38,11 +38,12 @@ t.test('the other sentinels, from SENTINEL SENTINELS', async (t) => {
     ['name', 'a1', 'ip', '127.0.0.1', 'port', '26380', 'runid', 'a1', 'flags', 'sentinel'],
     ['name', 'b2', 'ip', 'sentinel-2.redis', 'port', '26381', 'flags', 'sentinel'],
     ['name', 'c3', 'ip', '127.0.0.1', 'port', '26382', 'flags', 's_down,sentinel,disconnected'],
+    ['name', 'e5', 'ip', '127.0.0.1', 'port', '26383', 'flags', 'sentinel,disconnected'],
     ['name', 'port', 'ip', '127.0.0.1', 'port', '70000', 'flags', 'sentinel'],
     ['name', 'd4', 'ip', '127.0.0.1', 'flags', 'sentinel'],
     'not a list',
   ];
-  t.same(otherSentinels(reply), [{ host: '127.0.0.1', port: 26380 }, { host: 'sentinel-2.redis', port: 26381 }], 'connected ones with an address and a port');
+  t.same(otherSentinels(reply), [{ host: '127.0.0.1', port: 26380 }, { host: 'sentinel-2.redis', port: 26381 }, { host: '127.0.0.1', port: 26383 }], 'the ones not down, with an address and a port (a sentinel whose links are being made again too)');
   t.same(otherSentinels(null), []);
   t.same(otherSentinels('ERR'), []);
 });
