@@ -60,7 +60,8 @@ export function parseRedisUrl(text: string): RedisTarget | Error {
   const addresses: RedisAddress[] = [];
   for (const part of authority.split(',')) {
     const address = parseAddress(part, DEFAULT_PORT[scheme.mode]);
-    if (!address) return fail(`has no valid host:port${quoted(' in', part)}`);
+    const hint = /^(?:\[[^\]]*\]|[^:[]*):(?!\d*$)/.test(part) ? ': a port is a number, and a user and password end with an @' : '';
+    if (!address) return fail(`has no valid host:port${quoted(' in', part)}${hint}`);
     addresses.push(address);
   }
   if (scheme.mode === 'standalone' && addresses.length !== 1) return fail('names one server (several: use redis+sentinel:// or redis+cluster://)');
@@ -131,6 +132,20 @@ function parseAddress(text: string, defaultPort: number): RedisAddress | null {
 export function redact(text: string): string {
   const at = text.lastIndexOf('@');
   const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(text)?.[0] ?? '';
-  return (at === -1 ? text : `${scheme}***${text.slice(at)}`)
+  return hidePorts(at === -1 ? text : `${scheme}***${text.slice(at)}`, at === -1 ? scheme.length : scheme.length + 4)
     .replace(/([?&])([^=&#]*)(=?)[^&#]*/g, (_all, separator: string, key: string, eq: string) => (eq ? `${separator}${key}=***` : `${separator}***`));
+}
+
+/**
+ * `user:password` with its `@` forgotten (`redis://:pw`, `redis://u:pw`) reads as host:port: a port that
+ * is not a number is hidden, from `from` (where the hosts begin) to the path, query or fragment
+ */
+function hidePorts(text: string, from: number): string {
+  const end = text.slice(from).search(/[/?#]/);
+  const hosts = end === -1 ? text.slice(from) : text.slice(from, from + end);
+  const shown = hosts.split(',').map((part) => {
+    const colon = part.startsWith('[') ? part.indexOf(':', part.indexOf(']')) : part.indexOf(':');
+    return colon === -1 || /^\d{0,5}$/.test(part.slice(colon + 1)) ? part : `${part.slice(0, colon)}:***`;
+  });
+  return text.slice(0, from) + shown.join(',') + text.slice(from + hosts.length);
 }

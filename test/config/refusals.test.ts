@@ -52,6 +52,21 @@ t.test('issue: a Redis URL that does not parse showed its password', async (t) =
   t.equal(redact('rediss://:S3cr3t@p:ss/w#rd@h:1'), 'rediss://***@h:1', 'a scheme:// is kept');
 });
 
+t.test('issue: user:password with its @ forgotten showed the password as a port', async (t) => {
+  const forms: ReadonlyArray<readonly [string, string]> = [
+    ['redis://:hunter2xyz', 'redis://:***'],
+    ['redis://app:hunter2xyz/0', 'redis://app:***/0'],
+    ['redis+cluster://127.0.0.1:7000,:hunter2xyz', 'redis+cluster://127.0.0.1:7000,:***'],
+  ];
+  for (const [url, shown] of forms) {
+    const found = problems(t, { PORTICO_REDIS_URL: url });
+    t.equal(found.length, 1, found.join('\n'));
+    t.notOk(found[0].includes('hunter2xyz'), `the password is not in: ${found[0]}`);
+    t.ok(found[0].includes(JSON.stringify(shown)), `the URL is shown as ${shown}`);
+    t.match(found[0], /a user and password end with an @/);
+  }
+});
+
 t.test('issue: PORTICO_API_HOSTS and PORTICO_STAGING_API_HOSTS were not checked', async (t) => {
   const schemes = problems(t, { PORTICO_API_HOSTS: 'https://api.example.com,*.example.com' });
   t.equal(schemes.length, 1, schemes.join('\n'));

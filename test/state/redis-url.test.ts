@@ -73,4 +73,9 @@ t.test('redact hides user and password', async (t) => {
   t.equal(redact('redis+sentinel://app:pw@h:1/p?sentinel_username=w&sentinel_password=s%2B1'), 'redis+sentinel://***@h:1/p?sentinel_username=***&sentinel_password=***');
   t.equal(redact('redis+sentinel://h:1?sentinel_password=a@b'), 'redis+sentinel://***@b', 'an @ in the query: the password before it is still hidden');
   t.equal(redact('redis+sentinel://h:1/p?topsecret&sentinel_password=x'), 'redis+sentinel://h:1/p?***&sentinel_password=***', 'a parameter without = is hidden whole');
+  t.equal(redact('redis://app:pw'), 'redis://app:***', 'user:password without its @: a port that is no number is hidden');
+  t.equal(redact('redis+cluster://a:7000,[::1]:pw/'), 'redis+cluster://a:7000,[::1]:***/');
+  t.equal(redact('redis://[::1]:6379/2'), 'redis://[::1]:6379/2');
+  const forgotten = parseRedisUrl('redis://app:pw');
+  t.ok(forgotten instanceof Error && /a port is a number, and a user and password end with an @/.test(forgotten.message), 'the message says what an @ is for');
 });
