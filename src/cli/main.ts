@@ -42,6 +42,7 @@ const COMMANDS: Record<string, Command> = {
     options: { plan: plan(false), ...limits, json },
     positionals: ['ACCOUNT_ID'],
     run: async (v, [id]) => {
+      if (v.plan === undefined && v['per-minute'] === undefined && v['per-day'] === undefined) throw new UsageError('nothing to change: give --plan, or --per-minute and --per-day');
       const account = await adminRequest('PATCH', `/admin/accounts/${encodeURIComponent(id)}`, { plan: v.plan, ...limitsOf(v) });
       print(v, account, `account ${account.id} (${account.plan}: ${account.limits.perMinute}/min, ${account.limits.perDay}/day)`);
     },
@@ -199,7 +200,11 @@ async function main(argv: string[]): Promise<number> {
   let values: Values;
   let positionals: string[];
   try {
-    const parsed = parseArgs({ args: rest, options: Object.fromEntries(Object.entries(command.options).map(([k, o]) => [k, { type: o.type }])), allowPositionals: true, strict: true });
+    const parsed = parseArgs({ args: rest, options: Object.fromEntries(Object.entries(command.options).map(([k, o]) => [k, { type: o.type }])), allowPositionals: true, strict: true, tokens: true });
+    // parseArgs keeps the last of a repeated option: `--status 301 --status 302` would mean what it ends with
+    const given = parsed.tokens.flatMap((token) => (token.kind === 'option' ? [token.name] : []));
+    const twice = given.find((option, i) => given.indexOf(option) !== i);
+    if (twice !== undefined) throw new UsageError(`--${twice} is given more than once`);
     if (parsed.positionals.length !== command.positionals.length) throw new UsageError(`expected ${command.positionals.join(' ') || 'no arguments'}`);
     values = checkOptions(command.options, parsed.values as Record<string, string | boolean | undefined>);
     positionals = parsed.positionals;

@@ -207,3 +207,24 @@ t.test('a Unicode hostname given to domains verify and remove names the domain a
   t.equal(remove.code, 0, remove.stderr);
   t.equal((await admin(portico.ports.admin, 'GET', `/admin/projects/${project}/domains/xn--bcher-kva.example.de`)).status, 404);
 });
+
+t.test('an option given twice is bad usage, not its last value', async (t) => {
+  const project = await projectWithDomain('clitwice', 'www.twice.example');
+  const run = await cli(['redirects', 'add', project, '--from', 'www.twice.example', '--to', 'shop.twice.example', '--status', '301', '--status=302']);
+  t.equal(run.code, 2, run.stderr);
+  t.match(run.stderr, '--status is given more than once');
+  t.same((await call('GET', `/admin/projects/${project}`)).redirects, [], 'nothing reached the server');
+});
+
+t.test('accounts set with nothing to change is bad usage and sends nothing', async (t) => {
+  const account = await call('POST', '/admin/accounts', { plan: 'pro' });
+  const seen = await recorder((_req, res) => res.end('{}'));
+  t.teardown(() => seen.close());
+  const run = await cli(['accounts', 'set', account.id], { PORTICO_ADMIN_URL: seen.url });
+  t.equal(run.code, 2, run.stderr);
+  t.match(run.stderr, 'nothing to change: give --plan, or --per-minute and --per-day');
+  t.same(seen.seen, [], 'no request was made');
+  const changed = await cli(['accounts', 'set', account.id, '--plan', 'business', '--json']);
+  t.equal(changed.code, 0, changed.stderr);
+  t.equal(JSON.parse(changed.stdout).plan, 'business');
+});
