@@ -111,7 +111,8 @@ export function createListeners(deps: ListenerDeps): Listeners {
   // HTTP/1.1 connections on the HTTPS listener go through Node's http1 machinery, which honours these
   // (checked every connectionsCheckingInterval: Node's 30 s default would let a slow client keep a socket that long)
   const checkEvery = Math.max(100, Math.min(1000, Math.floor(t.headersMs / 2)));
-  Object.assign(https, { headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: checkEvery });
+  // a request without Host is refused by checkTarget, with a body saying so (Node's own 400 has none)
+  Object.assign(https, { headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: checkEvery, requireHostHeader: false });
   // an HTTP/2 session with no activity at all for this long is closed
   https.setTimeout(Math.max(t.keepAliveMs, t.requestMs));
   https.on('OCSPRequest', deps.ocsp.onRequest);
@@ -160,7 +161,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
   });
 
   const plain = (handler: () => PlainHandler) =>
-    http.createServer({ headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: checkEvery }, (req, res) => handler()(req, res));
+    http.createServer({ headersTimeout: t.headersMs, requestTimeout: t.requestMs, keepAliveTimeout: t.keepAliveMs, connectionsCheckingInterval: checkEvery, requireHostHeader: false }, (req, res) => handler()(req, res));
   const httpServer = plain(() => handlers.http);
   const admin = plain(() => handlers.admin);
   const metricsServer = config.metrics.port !== null ? plain(() => handlers.metricsOnly) : null;

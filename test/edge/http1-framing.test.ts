@@ -112,3 +112,15 @@ t.test('smuggling probes answer 400 and close, never reaching the upstream', asy
     t.notMatch(answer, /smuggled/, `${name}: nothing from the upstream`);
   }
 });
+
+t.test('a request without Host names no site: 400 saying so, over HTTPS and on the HTTP listener', async (t) => {
+  for (const version of ['1.0', '1.1']) {
+    const answer = await exchange(`GET /echo HTTP/${version}\r\n\r\n`);
+    t.match(answer, /^HTTP\/1\.1 400 /, `HTTP/${version} over HTTPS → 400, not 421`);
+    t.match(bodyOf(answer).message, /Host header field/, 'and the body says what is missing');
+    const plain = await exchange(`GET /x HTTP/${version}\r\n\r\n`, { plain: true });
+    t.match(plain, /^HTTP\/1\.1 400 /, `HTTP/${version} on the HTTP listener → 400, not a redirect to a host-less URL`);
+    t.notMatch(plain, /location:/i);
+  }
+  t.match(await exchange('GET https://site.localhost/echo HTTP/1.0\r\n\r\n'), /^HTTP\/1\.1 200 /, 'an absolute-form target names the site itself');
+});
