@@ -28,7 +28,9 @@
 //   is passed over (the connector below asks the next one), and a connection that becomes ready on
 //   another server (it asked before the news came) is made again.
 // Only the failover's leader publishes +selected-slave, so every sentinel is listened to: those in the
-// URL, and the others they know (SENTINEL SENTINELS, asked once).
+// URL, and the others they know (SENTINEL SENTINELS, asked again every REDISCOVER_MS and whenever a
+// listener connects): a sentinel that was down at the start, or one added later, may lead the next
+// failover.
 //
 // An announcement names the new primary as the sentinels know it (`<name> <old ip> <old port> <new ip>
 // <new port>`): an address, or with `announce-hostnames` (Kubernetes charts set it) a hostname, which is
@@ -46,6 +48,8 @@ const ABORTED = '-failover-abort-slave-timeout';
 export const ANNOUNCED_MS = 30_000;
 /** how long a primary being failed over is not used without the failover's end being announced */
 export const FENCE_MS = 15_000;
+/** how often the sentinels are asked again for the others they know */
+export const REDISCOVER_MS = 10_000;
 
 type Target = Pick<RedisTarget, 'addresses' | 'name' | 'tls' | 'sentinelUsername' | 'sentinelPassword'>;
 /** what ioredis's `Connector` option takes */
@@ -61,8 +65,9 @@ export interface SwitchFollower {
   follow(clients: Redis[]): void;
   /** ioredis's "All sentinels are unreachable" while this follower passes over their answers, said as what it is */
   explain(err: Error): Error;
-  /** resolves once every sentinel (the URL's and those they know) is listened to: from then on no
-   * failover's start is missed. Never, while one of them cannot be reached: wait for it bounded */
+  /** resolves once every sentinel (the URL's and those they know at the start) is listened to: from
+   * then on no failover's start is missed. Never, while one of them cannot be reached: wait for it
+   * bounded. Sentinels named later are listened to as they come, without holding it */
   readonly listening: Promise<void>;
   close(): void;
 }
@@ -131,6 +136,7 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
   let heardAll!: () => void;
   const listening = new Promise<void>((resolve) => (heardAll = resolve));
   let closed = false;
+  // the first answer tells which sentinels the start waits for; later ones are listened to as named
   let discovered = false;
   const connection = (sentinel: RedisAddress) => ({
     host: sentinel.host,
@@ -143,6 +149,7 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
   const listen = (sentinel: RedisAddress) => {
     const id = `${sentinel.host}:${sentinel.port}`;
     if (closed || listeners.has(id)) return;
+    if (discovered) tell('info', 'listening to a sentinel newly named by the others', { sentinel: id });
     const listener = new Redis({
       ...connection(sentinel),
       // it only subscribes: keep trying, never fail a command
@@ -177,27 +184,57 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
       } else if (channel === ABORTED && message.split(' ')[1] === name) fenced = null;
     });
   };
-  /** the other sentinels watching `name`, as the first one that answers knows them (once: again at a listener's next connect if none did) */
-  const discover = async () => {
-    if (discovered) return;
-    discovered = true;
-    for (const id of listeners.keys()) {
+  /**
+   * the other sentinels watching `name`, as the first one that answers knows them: at the start, at
+   * every listener's connect and every REDISCOVER_MS, so one that was down at the start (passed over,
+   * flagged s_down) or was added since is heard too. One that drops out of the answers is still
+   * listened to: it may only be down for now (a restart, a partition), and its listener reconnects by
+   * itself at most every 2 s, which costs little; `close()` ends them all.
+   */
+  let asking: Promise<void> | null = null;
+  let askAgain = false;
+  const discover = (): Promise<void> => {
+    if (closed) return Promise.resolve();
+    // one round at a time; a listener that connects meanwhile gets one more round, after it
+    if (asking) {
+      askAgain = true;
+      return asking;
+    }
+    asking = ask().finally(() => {
+      asking = null;
+      if (askAgain) {
+        askAgain = false;
+        void discover();
+      }
+    });
+    return asking;
+  };
+  const ask = async () => {
+    for (const id of [...listeners.keys()]) {
+      if (closed) return;
       const at = id.lastIndexOf(':');
       const asker = new Redis({ ...connection({ host: id.slice(0, at), port: Number(id.slice(at + 1)) }), lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000, commandTimeout: 2000 });
       asker.on('error', () => undefined);
       try {
-        for (const sentinel of otherSentinels(await asker.call('SENTINEL', 'SENTINELS', name))) listen(sentinel);
-        tell('info', 'listening to the sentinels\' failover events', { sentinels: [...listeners.keys()] });
-        void Promise.all(subscriptions).then(() => heardAll());
+        const others = otherSentinels(await asker.call('SENTINEL', 'SENTINELS', name));
+        if (closed) return;
+        const first = !discovered;
+        for (const sentinel of others) listen(sentinel);
+        if (first) {
+          discovered = true;
+          tell('info', 'listening to the sentinels\' failover events', { sentinels: [...listeners.keys()] });
+          void Promise.all(subscriptions).then(() => heardAll());
+        }
         return;
       } catch {
-        // the next one, or none: the URL's sentinels are still listened to
+        // the next one, or none: those already found are still listened to
       } finally {
         asker.disconnect();
       }
     }
-    discovered = false;
   };
+  const rediscovery = setInterval(() => void discover(), REDISCOVER_MS);
+  rediscovery.unref();
   for (const sentinel of target.addresses) listen(sentinel);
 
   /** a sentinel's answer is usable: not the primary being failed over, and the newest announced one if any */
@@ -233,6 +270,7 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
     },
     close() {
       closed = true;
+      clearInterval(rediscovery);
       for (const listener of listeners.values()) listener.disconnect();
     },
   };

@@ -3,7 +3,8 @@
 // connections of redis-connect.ts. Each sentinel announces +switch-master when it learns of the
 // failover, some a second or more after the others: a connection already on the new primary must
 // stay there through the later announcements (ioredis's own detector reconnected at each of them),
-// also when the sentinels announce nodes by hostname.
+// also when the sentinels announce nodes by hostname, and when the failover's leader is a sentinel that
+// was down when the connections were made.
 import t from 'tap';
 import type { Redis } from 'ioredis';
 import { connectRedis } from '../../src/state/redis.ts';
@@ -14,6 +15,24 @@ import { cli, startSentinel } from '../helpers/redis-topology.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const peerPort = (client: Redis) => (client as unknown as { stream?: { remotePort?: number } }).stream?.remotePort;
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+/** the ports of the sentinels flagged s_down in SENTINEL SENTINELS as redis-cli prints it (one field a line) */
+function downSentinels(reply: string): number[] {
+  const lines = reply.split('\n');
+  const out: number[] = [];
+  for (let at = 0; at < lines.length; at++) {
+    if (lines[at] !== 'port') continue;
+    const flags = lines.indexOf('flags', at);
+    if (flags >= 0 && lines[flags + 1].split(',').includes('s_down')) out.push(Number(lines[at + 1]));
+  }
+  return out;
+}
 
 t.test('an announcement names the new primary of one name, or nothing', async (t) => {
   t.same(announcedPrimary('portico 127.0.0.1 6379 127.0.0.1 6380', 'portico'), { host: '127.0.0.1', port: 6380 });
@@ -63,14 +82,23 @@ const variants = [
   { hostnames: false, oneSentinel: true, label: ', the URL naming one sentinel, another leading' },
   // the least a sentinel ACL user needs (README), and nothing refused meanwhile (ACL LOG)
   { hostnames: false, sentinelUser: { name: 'portico', password: 'sentinel+secret', rules: SENTINEL_ACL }, label: ', sentinels with an ACL user of the README\'s rules' },
+  // a sentinel down at the start (the others flag it s_down, so it is not named) and back once the
+  // connections are up, then leading the failover: it was never listened to, asked once at the start
+  { hostnames: false, lateSentinel: true, label: ', led by a sentinel that was down at the start' },
 ];
-for (const { hostnames, oneSentinel, sentinelUser, label } of variants) t.test(`a switchover${label}: both connections move to the new primary and stay there through every announcement`, async (t) => {
+for (const { hostnames, oneSentinel, sentinelUser, lateSentinel, label } of variants) t.test(`a switchover${label}: both connections move to the new primary and stay there through every announcement`, async (t) => {
   // with announce-hostnames the sentinels name every node `localhost`, and the connections' peers are
   // addresses: an announcement must be compared with what its name resolves to
   const topology = await startSentinel({ hostnames, sentinelUser });
   t.teardown(() => topology.stop());
-  const url = oneSentinel ? `redis+sentinel://127.0.0.1:${topology.sentinels[1].port}/${topology.name}` : topology.url;
-  const conns = connectRedis(url, { commandTimeoutMs: 1000 });
+  const late = lateSentinel ? topology.sentinels[2] : undefined;
+  if (late) {
+    await late.kill();
+    await until(`sentinel ${late.port} found down by the others`, async () => downSentinels(await cli(topology.sentinels[0].port, 'SENTINEL', 'SENTINELS', topology.name)).includes(late.port));
+  }
+  const url = oneSentinel || late ? `redis+sentinel://127.0.0.1:${topology.sentinels[oneSentinel ? 1 : 0].port}/${topology.name}` : topology.url;
+  const events: Array<{ message: string; fields: Record<string, unknown> }> = [];
+  const conns = connectRedis(url, { commandTimeoutMs: 1000, onTopologyEvent: (_level, message, fields) => events.push({ message, fields }) });
   t.teardown(() => {
     conns.subscriber.disconnect();
     conns.client.disconnect();
@@ -80,10 +108,17 @@ for (const { hostnames, oneSentinel, sentinelUser, label } of variants) t.test(`
   // as a Portico start does (openRedisStores): every sentinel is listened to before anything is
   // written; with one sentinel in the URL, the leader of the failover below is found by asking it
   await conns.sentinelsHeard;
+  if (late) {
+    // back, and named by the others again: asked again, they name it, and it is listened to too
+    await late.restart();
+    const deadline = Date.now() + 20_000;
+    while (!/name=portico-switch .*sub=3/.test(await cli(late.port, 'CLIENT', 'LIST')) && Date.now() < deadline) await sleep(200);
+  }
   for (const sentinel of topology.sentinels) {
     const clients = await cli(sentinel.port, 'CLIENT', 'LIST');
     t.match(clients, /name=portico-switch .*sub=3/, `sentinel ${sentinel.port}: its failover events are listened to`);
   }
+  if (late) t.same(events.filter((e) => e.fields.sentinel === `127.0.0.1:${late.port}`).map((e) => e.message), ['listening to a sentinel newly named by the others'], 'the sentinel back is told once');
   const messages: string[] = [];
   subscriber.on('message', (_channel: string, message: string) => messages.push(message));
   await subscriber.subscribe('portico:switch-test');
@@ -117,7 +152,8 @@ for (const { hostnames, oneSentinel, sentinelUser, label } of variants) t.test(`
     }
   })();
 
-  await cli(topology.sentinels[0].port, 'SENTINEL', 'FAILOVER', topology.name);
+  // the sentinel asked leads the failover: the only one to announce +selected-slave
+  t.equal(await cli((late ?? topology.sentinels[0]).port, 'SENTINEL', 'FAILOVER', topology.name), 'OK', 'a switchover begins');
   const deadline = Date.now() + 15_000;
   const moved = () => [client, subscriber].every((c) => c.status === 'ready' && peerPort(c) !== before.port);
   while (!moved() && Date.now() < deadline) await sleep(20);
