@@ -261,6 +261,7 @@ function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
     config,
     stores,
     checks: shared.checks,
+    locks: shared.certStores.locks,
     onRemoved: (hostname) => certificates.onRemoved(hostname),
   });
   const edgeDeps = { routes, proxy: shared.proxy, publicHttpsPort: config.https.publicPort, api, metrics, log, trust };

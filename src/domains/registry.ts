@@ -8,7 +8,8 @@ import type { Domain, DomainHealth, DomainStatus, Project, RedirectStatus, Store
 import net from 'node:net';
 import { dnsRecords, storedHostname, validateDomainHostname } from './hostname-rules.ts';
 import { domainEvent, type DomainEvent } from './events.ts';
-import { keyedTurns } from '../turns.ts';
+import { projectTurns } from './project-turns.ts';
+import type { LockStore } from '../certs/types.ts';
 import type { DomainChecks } from './rechecks.ts';
 
 const TAKEOVER_WINDOW_MS = 30 * 86_400_000;
@@ -21,6 +22,8 @@ export interface DomainRegistryDeps {
   stores: Stores;
   /** DNS checks on request and by themselves (they start certificates once a domain verifies) */
   checks: DomainChecks;
+  /** where changes to one project's domains take turns across instances (project-turns.ts) */
+  locks: LockStore;
   /** a domain was removed: its certificate goes too */
   onRemoved?(hostname: string): Promise<void>;
 }
@@ -39,11 +42,12 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
 
   const changed = (hostname: string) => stores.events.publish(`domain:${hostname}`);
 
-  // The owner's changes to one domain take turns in this process: each reads the domain, decides and
-  // writes it whole, so two at once (a double click) would both pass their checks and the later write
-  // would undo the earlier (two 204s for one redirect removed). The second now sees the first's result.
-  const turns = keyedTurns();
-  const oneAtATime = <T>(hostname: unknown, run: () => Promise<T>): Promise<T> => turns(typeof hostname === 'string' ? storedHostname(hostname) : '', run);
+  // The owner's changes take turns per project, in this process and across instances: each reads the
+  // domain and its siblings, decides and writes, so two at once would both pass their checks (a double
+  // click removed one redirect twice; A→B and B→A made a loop; two domains became primary). The second
+  // now sees the first's result. Adding a domain touches no other and needs no turn.
+  const turns = projectTurns(deps.locks);
+  const oneAtATime = <T>(project: Project, run: () => Promise<T>): Promise<T> => turns(project.id, run);
 
   async function domainOf(project: Project, hostname: string): Promise<Domain> {
     const domain = await stores.domains.get(storedHostname(hostname));
@@ -119,13 +123,14 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
       const domain = await domainOf(project, hostname);
       return stores.domains.events(domain.hostname);
     },
-    verify: async (project: Project, hostname: string) => runVerification(await domainOf(project, hostname), 'verify'),
-    reverify: async (project: Project, hostname: string) => runVerification(await domainOf(project, hostname), 'reverify'),
+    // a check that verifies the domain may make it primary: that decision takes the project's turn too
+    verify: (project: Project, hostname: string) => oneAtATime(project, async () => runVerification(await domainOf(project, hostname), 'verify')),
+    reverify: (project: Project, hostname: string) => oneAtATime(project, async () => runVerification(await domainOf(project, hostname), 'reverify')),
 
-    patch: (project: Project, hostname: string, body: Record<string, unknown>) => oneAtATime(hostname, () => patch(project, hostname, body)),
-    addRedirect: (project: Project, body: Record<string, unknown>) => oneAtATime(body.from, () => addRedirect(project, body)),
-    removeRedirect: (project: Project, from: string) => oneAtATime(from, () => removeRedirect(project, from)),
-    remove: (project: Project, hostname: string) => oneAtATime(hostname, () => remove(project, hostname)),
+    patch: (project: Project, hostname: string, body: Record<string, unknown>) => oneAtATime(project, () => patch(project, hostname, body)),
+    addRedirect: (project: Project, body: Record<string, unknown>) => oneAtATime(project, () => addRedirect(project, body)),
+    removeRedirect: (project: Project, from: string) => oneAtATime(project, () => removeRedirect(project, from)),
+    remove: (project: Project, hostname: string) => oneAtATime(project, () => remove(project, hostname)),
   };
 
   async function patch(project: Project, hostname: string, body: Record<string, unknown>): Promise<Domain> {
