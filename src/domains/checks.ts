@@ -67,13 +67,13 @@ export function applyCheck(current: Domain, result: Verification, reason: CheckR
       recheck.failuresInRow = 0;
       if (current.health === 'misconfigured') {
         next.health = 'ok';
-        events.push(domainEvent('recovered', 'DNS points at the platform again: the domain is healthy, and certificate renewals resume.', undefined, now));
+        events.push(domainEvent('recovered', `DNS points at the platform again: the domain is healthy, and ${hasCertificate(current) ? 'certificate renewals resume' : 'ordering its certificate resumes'}.`, undefined, now));
       }
     } else {
       recheck.failuresInRow += 1;
       if (recheck.failuresInRow >= MISCONFIGURED_AFTER && current.health !== 'misconfigured') {
         next.health = 'misconfigured';
-        events.push(domainEvent('misconfigured', `DNS has not pointed at the platform for ${recheck.failuresInRow} checks in a row. The domain is still served with its current certificate, but renewals are paused until DNS is fixed: ${result.diagnostics.map((d) => d.message).join(' ')}`, found, now));
+        events.push(domainEvent('misconfigured', describeMisconfigured(current, result, recheck.failuresInRow, now), found, now));
       }
     }
     return done(next, events, false, now + settings.verifiedRecheckMs);
@@ -123,6 +123,31 @@ export function checkResult(result: Verification): 'pass' | 'fail' | 'error' {
 /** every finding is `dns_error`: the check could not find out (usually temporary), it found nothing wrong */
 function couldNotFindOut(diagnostics: Domain['diagnostics']): boolean {
   return diagnostics.length > 0 && diagnostics.every((d) => d.code === 'dns_error');
+}
+
+// the findings that say DNS does not lead to the platform (CAA, say, is another matter)
+const NOT_POINTING = new Set(['cname_missing', 'cname_mismatch', 'a_record_conflict', 'apex_address_mismatch']);
+
+/** the domain has had a certificate issued (it may have expired since, and an order for the next one may have failed) */
+const hasCertificate = (domain: Domain) => domain.certificate.status === 'issued' || domain.certificate.notAfter !== undefined;
+
+// what the owner needs to know when a domain turns misconfigured: which checks failed, and what
+// becomes of its certificate, which differs with whether it has one (ordering.ts pauses orders)
+function describeMisconfigured(current: Domain, result: Verification, failures: number, now: number): string {
+  const lead = result.diagnostics.some((d) => NOT_POINTING.has(d.code))
+    ? `DNS has not pointed at the platform for ${failures} checks in a row.`
+    : `${failures} DNS checks in a row found a problem.`;
+  const { notAfter } = current.certificate;
+  let certificate: string;
+  if (!hasCertificate(current)) {
+    certificate = 'The domain has no certificate yet, and none is ordered until DNS is fixed (the certificate authority\'s check would fail).';
+  } else if (notAfter === undefined || Date.parse(notAfter) > now) {
+    const until = notAfter === undefined ? '' : `, valid until ${notAfter}`;
+    certificate = `The domain is still served with its current certificate${until}, but renewals are paused until DNS is fixed; if it is not fixed before then, the certificate expires.`;
+  } else {
+    certificate = `The domain's certificate expired on ${notAfter}, and no new one is ordered until DNS is fixed.`;
+  }
+  return `${lead} ${certificate} What the last check found: ${result.diagnostics.map((d) => d.message).join(' ')}`;
 }
 
 function describeCheck(current: Domain, result: Verification, reason: CheckReason): string {

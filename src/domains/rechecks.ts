@@ -17,6 +17,8 @@ const SEEDED = 'domain-checks-seeded';
 export interface CheckContext extends CheckSettings {
   cnameTarget: string;
   caaIdentities: readonly string[];
+  /** Portico's ACME account URIs when known, for CAA `accounturi`; without them such a record does not count (caa.ts) */
+  accountUris?: readonly string[];
   resolver: Resolver;
 }
 
@@ -46,7 +48,7 @@ export function createDomainChecks(deps: DomainChecksDeps) {
     // the platform (and CAA) is checked, so removing the TXT later does not make the domain misconfigured
     const ownershipToken = domain.verifiedAt === undefined ? domain.ownershipToken : undefined;
     const result = await verifyDomain(
-      { hostname: domain.hostname, apex: domain.apex, cnameTarget: context.cnameTarget, caaIdentities: context.caaIdentities, ownershipToken },
+      { hostname: domain.hostname, apex: domain.apex, cnameTarget: context.cnameTarget, caaIdentities: context.caaIdentities, accountUris: context.accountUris, ownershipToken },
       context.resolver,
     );
     metrics.domainChecks.inc({ result: checkResult(result) });

@@ -3,7 +3,10 @@
 // stable code and a message that says what to do. The resolver is injected; this never runs inside
 // a TLS handshake.
 import { Resolver as DnsResolver } from 'node:dns/promises';
-import { publicSuffixList } from './hostname-rules.ts';
+import { checkCaa } from './caa.ts';
+import { listed, normalise, query, shownList, SHOWN_NAME_CHARS, SHOWN_TXT_CHARS, type Answer } from './dns-answers.ts';
+
+export { checkCaa, VALIDATION_METHOD, type CaaOptions } from './caa.ts';
 
 export interface CaaRecord {
   critical: number;
@@ -43,6 +46,8 @@ export interface VerifyInput {
   cnameTarget: string;
   /** CAA issuer domains of the CAs we order from (e.g. letsencrypt.org); the first is the one we ask owners to add */
   caaIdentities: readonly string[];
+  /** Portico's ACME account URIs, for CAA `accounturi` (RFC 8657 §3); unknown when absent (caa.ts) */
+  accountUris?: readonly string[];
   ownershipToken?: string;
 }
 
@@ -68,7 +73,7 @@ export async function verifyDomain(input: VerifyInput, resolver: Resolver): Prom
   const target = normalise(input.cnameTarget);
   const found = await Promise.all([
     input.apex ? checkApex(hostname, target, resolver) : checkSubdomain(hostname, target, resolver),
-    checkCaa(hostname, input.caaIdentities, resolver),
+    checkCaa(hostname, input.caaIdentities, resolver, { cnameTarget: target, accountUris: input.accountUris }),
     input.ownershipToken === undefined ? [] : checkOwnership(hostname, input.ownershipToken, resolver),
   ]);
   const diagnostics = found.flat();
@@ -79,21 +84,6 @@ export async function verifyDomain(input: VerifyInput, resolver: Resolver): Prom
   };
 }
 
-type Answer<T> = { ok: T } | { absent: true } | { error: Diagnostic };
-
-// NXDOMAIN and NODATA are answers ("nothing there"); anything else means we could not find out.
-async function query<T>(what: string, name: string, run: () => Promise<T[]>): Promise<Answer<T[]>> {
-  try {
-    const records = await run();
-    return records.length === 0 ? { absent: true } : { ok: records };
-  } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    if (code === 'ENOTFOUND' || code === 'ENODATA') return { absent: true };
-    const reason = code === 'ETIMEOUT' ? 'timed out' : code === 'ESERVFAIL' ? 'failed (SERVFAIL)' : `failed (${String(code ?? err)})`;
-    return { error: { code: 'dns_error', message: `The DNS query for the ${what} record of ${name} ${reason}. This is usually temporary at the DNS provider: verify again in a few minutes.` } };
-  }
-}
-
 async function checkSubdomain(hostname: string, target: string, resolver: Resolver): Promise<Diagnostic[]> {
   const cname = await query('CNAME', hostname, () => resolver.resolveCname(hostname));
   if ('error' in cname) return [cname.error];
@@ -102,8 +92,8 @@ async function checkSubdomain(hostname: string, target: string, resolver: Resolv
     if (values.includes(target)) return [];
     return [{
       code: 'cname_mismatch',
-      message: `${hostname} has a CNAME record pointing to ${values.join(', ')}, but it must point to ${target}. Change the CNAME record's value to ${target}.`,
-      found: values,
+      message: `${hostname} has a CNAME record pointing to ${listed(values, SHOWN_NAME_CHARS)}, but it must point to ${target}. Change the CNAME record's value to ${target}.`,
+      found: shownList(values, SHOWN_NAME_CHARS),
       expected: target,
     }];
   }
@@ -116,8 +106,8 @@ async function checkSubdomain(hostname: string, target: string, resolver: Resolv
   if (addresses.length > 0) {
     return [{
       code: 'a_record_conflict',
-      message: `${hostname} has no CNAME record but has address records (${addresses.join(', ')}), and a name cannot have both. Delete those A/AAAA records and create a CNAME record for ${hostname} pointing to ${target}.`,
-      found: addresses,
+      message: `${hostname} has no CNAME record but has address records (${listed(addresses, SHOWN_NAME_CHARS)}), and a name cannot have both. Delete those A/AAAA records and create a CNAME record for ${hostname} pointing to ${target}.`,
+      found: shownList(addresses, SHOWN_NAME_CHARS),
       expected: target,
     }];
   }
@@ -148,12 +138,13 @@ async function checkApex(hostname: string, target: string, resolver: Resolver): 
   const apexAddresses = addressSet(apexA, apexAaaa);
   const targetAddresses = addressSet(targetA, targetAaaa);
   if (apexAddresses.length > 0 && sameSet(apexAddresses, targetAddresses)) return [];
-  const create = `Create an ALIAS (or ANAME) record at ${hostname} pointing to ${target}; if your DNS provider has none, create A/AAAA records for ${hostname} with ${target}'s addresses (${targetAddresses.join(', ') || 'none found'})`;
+  const ours = listed(targetAddresses, SHOWN_NAME_CHARS);
+  const create = `Create an ALIAS (or ANAME) record at ${hostname} pointing to ${target}; if your DNS provider has none, create A/AAAA records for ${hostname} with ${target}'s addresses (${ours || 'none found'})`;
   if (cnames.length > 0 && apexAddresses.length === 0) {
     return [{
       code: 'cname_mismatch',
-      message: `${hostname} points to ${cnames.join(', ')}, but it must point to ${target}. ${create}.`,
-      found: cnames,
+      message: `${hostname} points to ${listed(cnames, SHOWN_NAME_CHARS)}, but it must point to ${target}. ${create}.`,
+      found: shownList(cnames, SHOWN_NAME_CHARS),
       expected: target,
     }];
   }
@@ -166,62 +157,10 @@ async function checkApex(hostname: string, target: string, resolver: Resolver): 
   }
   return [{
     code: 'apex_address_mismatch',
-    message: `${hostname} resolves to ${apexAddresses.join(', ')}, but ${target} resolves to ${targetAddresses.join(', ') || 'nothing'}. ${create}, and remove the other A/AAAA records at ${hostname}.`,
-    found: apexAddresses,
-    expected: targetAddresses.join(', '),
+    message: `${hostname} resolves to ${listed(apexAddresses, SHOWN_NAME_CHARS)}, but ${target} resolves to ${ours || 'nothing'}. ${create}, and remove the other A/AAAA records at ${hostname}.`,
+    found: shownList(apexAddresses, SHOWN_NAME_CHARS),
+    expected: ours,
   }];
-}
-
-// RFC 8659 §3: the relevant CAA set is the first non-empty one found climbing from the name towards
-// the root (we stop below the public suffix; registries do not publish CAA for their customers).
-// §4.2–4.3: a set with `issue` properties allows only the CAs named there; `issue ";"` allows none.
-export async function checkCaa(hostname: string, identities: readonly string[], resolver: Resolver): Promise<Diagnostic[]> {
-  const suffix = publicSuffixList().getPublicSuffix(hostname, { allowPrivateDomains: false }) ?? '';
-  for (let name = hostname; name !== suffix && name.includes('.'); name = name.slice(name.indexOf('.') + 1)) {
-    const answer = await query('CAA', name, () => resolver.resolveCaa(name));
-    if ('error' in answer) return [answer.error];
-    if ('absent' in answer) continue;
-    return caaAllows(answer.ok, identities) ? [] : [caaBlocks(hostname, name, answer.ok, identities)];
-  }
-  return [];
-}
-
-function caaAllows(records: CaaRecord[], identities: readonly string[]): boolean {
-  const ours = new Set(identities.map((identity) => identity.toLowerCase()));
-  // §4.1: a property with the Issuer Critical flag (128) and a tag the CA does not understand forbids issuance
-  if (records.some((r) => (r.critical & 128) !== 0 && !isKnownCaaTag(r))) return false;
-  const issuers = records.flatMap((r) => (r.issue === undefined ? [] : [issuerDomain(r.issue)]));
-  if (issuers.length === 0) return true;
-  return issuers.some((issuer) => issuer !== '' && ours.has(issuer));
-}
-
-function caaBlocks(hostname: string, at: string, records: CaaRecord[], identities: readonly string[]): Diagnostic {
-  const needed = `0 issue "${identities[0] ?? ''}"`;
-  const shown = records.map(describeCaa);
-  const where = at === hostname ? hostname : `${at} (a parent of ${hostname}, so it applies to it)`;
-  return {
-    code: 'caa_blocks_ca',
-    message: `The CAA records at ${where} do not allow our certificate authority to issue a certificate (${shown.join('; ')}). Add the CAA record ${at} CAA ${needed}, keeping the ones you still need.`,
-    found: shown,
-    expected: needed,
-  };
-}
-
-function issuerDomain(value: string): string {
-  const semicolon = value.indexOf(';');
-  return (semicolon === -1 ? value : value.slice(0, semicolon)).trim().toLowerCase();
-}
-
-// node:dns reports a property as { critical, <tag>: value }
-const KNOWN_CAA_TAGS = new Set(['issue', 'issuewild', 'iodef', 'issuemail', 'contactemail', 'contactphone']);
-
-function isKnownCaaTag(record: CaaRecord): boolean {
-  return Object.keys(record).some((key) => KNOWN_CAA_TAGS.has(key));
-}
-
-function describeCaa(record: CaaRecord): string {
-  const entry = Object.entries(record).find(([key]) => key !== 'critical' && key !== 'type');
-  return entry ? `${record.critical} ${entry[0]} "${String(entry[1])}"` : `${record.critical}`;
 }
 
 async function checkOwnership(hostname: string, token: string, resolver: Resolver): Promise<Diagnostic[]> {
@@ -231,10 +170,11 @@ async function checkOwnership(hostname: string, token: string, resolver: Resolve
   // a TXT record's value may arrive split into several strings of at most 255 bytes
   const values = 'ok' in answer ? answer.ok.map((chunks) => chunks.join('').trim()) : [];
   if (values.includes(token)) return [];
+  // what is there is quoted, bounded and printable (dns-answers.ts): it is whatever the zone holds
   return [{
     code: 'ownership_txt_missing',
-    message: `${hostname} was recently attached to another account, so we need proof that you control it: create a TXT record at ${name} with the value ${token}. ${values.length > 0 ? `The TXT records found there (${values.join(', ')}) do not contain it. ` : ''}${PROPAGATION}.`,
-    ...(values.length > 0 ? { found: values } : {}),
+    message: `${hostname} was recently attached to another account, so we need proof that you control it: create a TXT record at ${name} with the value ${token}. ${values.length > 0 ? `The TXT records found there (${listed(values, SHOWN_TXT_CHARS, true)}) do not contain it. ` : ''}${PROPAGATION}.`,
+    ...(values.length > 0 ? { found: shownList(values, SHOWN_TXT_CHARS) } : {}),
     expected: token,
   }];
 }
@@ -245,9 +185,4 @@ function addressSet(...answers: Array<Answer<string[]>>): string[] {
 
 function sameSet(a: string[], b: string[]): boolean {
   return a.length === b.length && a.every((value, i) => value === b[i]);
-}
-
-function normalise(name: string): string {
-  const lower = name.trim().toLowerCase();
-  return lower.endsWith('.') ? lower.slice(0, -1) : lower;
 }
