@@ -28,6 +28,7 @@ import { followChanges, loadRoutes } from './routing/sync.ts';
 import { createDomainRegistry } from './domains/registry.ts';
 import { createScheduler } from './domains/scheduler.ts';
 import { createDomainChecks, type DomainChecks } from './domains/rechecks.ts';
+import { projectTurns, type ProjectTurns } from './domains/project-turns.ts';
 import type { Resolver } from './domains/verifier.ts';
 import { systemResolver } from './domains/verifier.ts';
 import { createEdgeHandler, createUpgradeHandler } from './edge/pipeline.ts';
@@ -57,6 +58,8 @@ interface Shared {
   checks: DomainChecks;
   stores: Stores;
   certStores: CertStores;
+  /** an owner's changes and the background checks of one project's domains take turns (across instances too) */
+  domainTurns: ProjectTurns;
   limiter: RateLimiter;
   metrics: Metrics;
   log: Logger;
@@ -172,9 +175,11 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   const scheduler = createScheduler({ store: stores.schedule, log });
   certificates.useScheduler(scheduler);
   let resolver: { servers: string; resolver: Resolver } | null = null;
+  const domainTurns = projectTurns(certStores.locks);
   const checks = createDomainChecks({
     stores,
     scheduler,
+    turns: domainTurns,
     metrics,
     log,
     onVerified: (domain, reason) => certificates.onVerified(domain, reason),
@@ -187,7 +192,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
 
   // 4. the handlers that depend on configuration, rebuilt on reload
   const proxy = createProjectProxy(forwarder, { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) });
-  const shared: Shared = { stores, certStores, limiter, metrics, log, forwarder, proxy, routes, certificates, checks, adminToken, redisState, redisMode, reload: () => reload() };
+  const shared: Shared = { stores, certStores, domainTurns, limiter, metrics, log, forwarder, proxy, routes, certificates, checks, adminToken, redisState, redisMode, reload: () => reload() };
   const handlers = buildHandlers(config, shared);
   const ocsp = createOcspStapler({ onError: (err) => log.warn({ err: (err as Error).message }, 'could not fetch an OCSP response to staple') });
   const listeners = createListeners({ config, fallback, secureContext: (name) => certificates.secureContext(name), handlers, ocsp, metrics, trust: createTrust(config.trustedProxies) });
@@ -261,7 +266,7 @@ function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
     config,
     stores,
     checks: shared.checks,
-    locks: shared.certStores.locks,
+    turns: shared.domainTurns,
     onRemoved: (hostname) => certificates.onRemoved(hostname),
   });
   const edgeDeps = { routes, proxy: shared.proxy, publicHttpsPort: config.https.publicPort, api, metrics, log, trust };

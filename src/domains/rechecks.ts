@@ -9,7 +9,8 @@ import type { Domain, Stores } from '../state/types.ts';
 import type { ScheduledJob } from '../state/schedule.ts';
 import { applyCheck, checkResult, checksStopped, type CheckReason, type CheckSettings } from './checks.ts';
 import type { Scheduler } from './scheduler.ts';
-import { verifyDomain, type Resolver } from './verifier.ts';
+import { verifyDomain, type Resolver, type Verification } from './verifier.ts';
+import type { ProjectTurns } from './project-turns.ts';
 
 export const DOMAIN_CHECK = 'domain-check';
 const SEEDED = 'domain-checks-seeded';
@@ -29,6 +30,8 @@ export interface DomainChecksDeps {
   context(): CheckContext;
   metrics: Metrics;
   log: Logger;
+  /** the project's turn an automatic check takes to store what it found (project-turns.ts) */
+  turns?: ProjectTurns;
   /** a domain just verified (or asked to try again): certificates plug in here */
   onVerified?(domain: Domain, reason: 'verify' | 'reverify'): void;
   now?: () => number;
@@ -52,7 +55,24 @@ export function createDomainChecks(deps: DomainChecksDeps) {
       context.resolver,
     );
     metrics.domainChecks.inc({ result: checkResult(result) });
-    // re-read after the slow step (DNS), so a concurrent owner change is not overwritten
+    // re-read after the slow step (DNS), so a concurrent owner change is not overwritten; a check on
+    // request runs in the owner's turn already (registry.ts), an automatic one takes the project's
+    // turn for this part, or an owner's redirect made meanwhile was written over and a second primary
+    // could be made beside one the owner had just chosen
+    const store = () => storeCheck(domain, result, reason, context);
+    const stored = reason === 'recheck' && deps.turns ? await deps.turns(domain.projectId, store) : await store();
+    if (stored === null) return null;
+    const { current, saved, outcome } = stored;
+    if (schedule) {
+      if (outcome.nextCheckAt === null) await scheduler.cancel(DOMAIN_CHECK, domain.hostname);
+      else await scheduler.at(DOMAIN_CHECK, domain.hostname, outcome.nextCheckAt);
+    }
+    if (saved.status === 'verified' && (reason !== 'recheck' || outcome.verifiedNow)) deps.onVerified?.(saved, reason === 'reverify' ? 'reverify' : 'verify');
+    if (outcome.verifiedNow && reason === 'recheck') log.info({ hostname: domain.hostname }, 'domain verified by an automatic check');
+    return saved;
+  }
+
+  async function storeCheck(domain: Domain, result: Verification, reason: CheckReason, context: CheckContext) {
     const current = await stores.domains.get(domain.hostname);
     if (!current || current.projectId !== domain.projectId) return null;
     const outcome = applyCheck(current, result, reason, context, now());
@@ -67,13 +87,7 @@ export function createDomainChecks(deps: DomainChecksDeps) {
     // a notice makes every instance re-read the route and drop the cached certificate context: only
     // when serving changes, not for each routine check
     if (saved.status !== current.status || saved.primary !== current.primary) await stores.events.publish(`domain:${domain.hostname}`);
-    if (schedule) {
-      if (outcome.nextCheckAt === null) await scheduler.cancel(DOMAIN_CHECK, domain.hostname);
-      else await scheduler.at(DOMAIN_CHECK, domain.hostname, outcome.nextCheckAt);
-    }
-    if (saved.status === 'verified' && (reason !== 'recheck' || outcome.verifiedNow)) deps.onVerified?.(saved, reason === 'reverify' ? 'reverify' : 'verify');
-    if (outcome.verifiedNow && reason === 'recheck') log.info({ hostname: domain.hostname }, 'domain verified by an automatic check');
-    return saved;
+    return { current, saved, outcome };
   }
 
   /** the scheduled check: skips a due time the domain no longer holds (at-least-once delivery) */

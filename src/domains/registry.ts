@@ -8,8 +8,7 @@ import type { Domain, DomainHealth, DomainStatus, Project, RedirectStatus, Store
 import net from 'node:net';
 import { dnsRecords, storedHostname, validateDomainHostname } from './hostname-rules.ts';
 import { domainEvent, type DomainEvent } from './events.ts';
-import { projectTurns } from './project-turns.ts';
-import type { LockStore } from '../certs/types.ts';
+import type { ProjectTurns } from './project-turns.ts';
 import type { DomainChecks } from './rechecks.ts';
 
 const TAKEOVER_WINDOW_MS = 30 * 86_400_000;
@@ -22,8 +21,8 @@ export interface DomainRegistryDeps {
   stores: Stores;
   /** DNS checks on request and by themselves (they start certificates once a domain verifies) */
   checks: DomainChecks;
-  /** where changes to one project's domains take turns across instances (project-turns.ts) */
-  locks: LockStore;
+  /** where changes to one project's domains take turns, across instances too (project-turns.ts) */
+  turns: ProjectTurns;
   /** a domain was removed: its certificate goes too */
   onRemoved?(hostname: string): Promise<void>;
 }
@@ -46,8 +45,7 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
   // domain and its siblings, decides and writes, so two at once would both pass their checks (a double
   // click removed one redirect twice; A→B and B→A made a loop; two domains became primary). The second
   // now sees the first's result. Adding a domain touches no other and needs no turn.
-  const turns = projectTurns(deps.locks);
-  const oneAtATime = <T>(project: Project, run: () => Promise<T>): Promise<T> => turns(project.id, run);
+  const oneAtATime = <T>(project: Project, run: () => Promise<T>): Promise<T> => deps.turns(project.id, run);
 
   async function domainOf(project: Project, hostname: string): Promise<Domain> {
     const domain = await stores.domains.get(storedHostname(hostname));

@@ -141,3 +141,31 @@ t.test('two instances on one Redis', async (t) => {
     t.equal(await client.exists(lock), 0, 'and the turn is given back');
   });
 });
+
+t.test('automatic checks every 100 ms never write over an owner\'s redirect changes', async (t) => {
+  // a check reads the domain after its DNS lookup and writes it whole: outside the project's turn, a
+  // redirect made between its read and its write was lost, and one removed came back
+  const portico = await started({ PORTICO_REDIS_URL: redis.url, PORTICO_VERIFIED_RECHECK_MS: '100' });
+  const port = portico.ports.admin;
+  const id = await projectWith(t, port, 'checked', ['a.checked.example', 'b.checked.example'], { verified: true });
+  const checksRunNow = async () => {
+    const text = (await admin(port, 'GET', '/metrics')).text;
+    return [...text.matchAll(/^portico_domain_checks_total\{[^}]*\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+  };
+  const redirectOfA = async () => (await admin(port, 'GET', `/admin/projects/${id}/domains/a.checked.example`)).json.redirect as unknown;
+  const wrong: string[] = [];
+  const checksBefore = await checksRunNow();
+  const until = Date.now() + 6_000;
+  let rounds = 0;
+  for (; Date.now() < until; rounds++) {
+    const added = await admin(port, 'POST', `/admin/projects/${id}/redirects`, { from: 'a.checked.example', to: 'b.checked.example' });
+    if (added.status !== 201) wrong.push(`round ${rounds}: add answered ${added.status}`);
+    if (!(await redirectOfA())) wrong.push(`round ${rounds}: the redirect just made is gone`);
+    const removed = await admin(port, 'DELETE', `/admin/projects/${id}/redirects/a.checked.example`);
+    if (removed.status !== 204) wrong.push(`round ${rounds}: remove answered ${removed.status}`);
+    if (await redirectOfA()) wrong.push(`round ${rounds}: the redirect just removed is back`);
+  }
+  const checks = (await checksRunNow()) - checksBefore;
+  t.ok(checks > 10, `automatic checks ran meanwhile (${checks})`);
+  t.same(wrong, [], `${rounds} rounds of add and remove, each change kept`);
+});
