@@ -57,6 +57,15 @@ export function domainEvent(type: DomainEventType, message: string, details?: Re
   return event;
 }
 
+/**
+ * The timeline oldest first by `at`. Events are stamped when their step happens and written when it
+ * is stored, so two steps at once (a check and an order) can be written in the other order, some ms
+ * apart; the sort is stable, so events of one moment keep the order they were written in.
+ */
+export function oldestFirst(events: DomainEvent[]): DomainEvent[] {
+  return events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+}
+
 /** `events` with `added` appended, keeping only the newest MAX_DOMAIN_EVENTS (for backends that keep the list in one value). */
 export function appendBounded(events: readonly DomainEvent[], added: readonly DomainEvent[]): DomainEvent[] {
   const all = [...events, ...added];

@@ -25,7 +25,7 @@ import type { Tables } from './embedded.ts';
 import { DomainIndex, indexEntryOf } from './domain-index.ts';
 import { DomainSnapshot, type IndexEntry } from './domain-snapshot.ts';
 import { ownerAfterRemoval, ownerOf, type CertificateState, type Domain, type DomainStore, type PreviousOwner } from './types.ts';
-import { appendBounded, eventList, type DomainEvent } from '../domains/events.ts';
+import { appendBounded, eventList, oldestFirst, type DomainEvent } from '../domains/events.ts';
 
 /** what the body file holds: the domain, its timeline, and (once written with an event) its certificate state */
 type BodyFile = Omit<Domain, 'certificate'> & { certificate?: CertificateState; events?: DomainEvent[] };
@@ -171,7 +171,7 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
     },
     events: async (hostname) => {
       if (!index.get(hostname)) return [];
-      return (await readJson<BodyFile>(fileOf(hostname, 'domain')))?.events ?? [];
+      return oldestFirst((await readJson<BodyFile>(fileOf(hostname, 'domain')))?.events ?? []);
     },
     // all of it in the domain's turn: of removals at the same moment one finds the domain, the others
     // null, so the history (and the timeline it keeps) is written once

@@ -6,7 +6,7 @@
 // MAX_DOMAIN_EVENTS); an event is pushed by the same script or transaction as the change it describes.
 import type { Redis } from 'ioredis';
 import { openRedisRouteIndex, SET_ROUTE, SET_ROUTE_KEYS, type RedisRouteIndex } from './redis-routes.ts';
-import { eventList, MAX_DOMAIN_EVENTS, type DomainEvent, type EventsToWrite } from '../domains/events.ts';
+import { eventList, MAX_DOMAIN_EVENTS, oldestFirst, type DomainEvent, type EventsToWrite } from '../domains/events.ts';
 import { ownerAfterRemoval, ownerOf, routeOf, type Domain, type DomainRoute, type DomainStatus, type DomainStore, type PreviousOwner, type Project, type ProjectStore } from './types.ts';
 
 const HISTORY_SECONDS = 31 * 86_400;
@@ -160,7 +160,7 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
         const texts = await call(() => client.lrange(eventsKey(hostname), 0, -1));
         // a removed domain's timeline waits for a re-add by the same account: not shown meanwhile
         if (texts.length === 0 || (await call(() => client.exists(`portico:domain:${hostname}`))) === 0) return [];
-        return texts.map((t) => JSON.parse(t) as DomainEvent);
+        return oldestFirst(texts.map((t) => JSON.parse(t) as DomainEvent));
       },
       create: async (domain, event) => {
         const claimed = await call(() => client.set(`portico:domain:${domain.hostname}`, JSON.stringify(domain), 'NX'));

@@ -89,6 +89,17 @@ for (const backend of backends) {
       t.match(await reopened.domains.get('shop.example.com'), { certificate: { status: 'issued' } });
     });
 
+    t.test('a step stamped earlier but stored later is still read in time order', async (t) => {
+      const { stores } = await backend.open(t);
+      const at = Date.parse(CREATED);
+      await stores.domains.create({ ...domain, hostname: 'order.example.com' }, domainEvent('added', 'Added.', undefined, at));
+      // an order placed (stamped first) is written after a DNS check that began later
+      await stores.domains.appendEvent('order.example.com', domainEvent('dns_checked', 'Checked.', undefined, at + 30));
+      await stores.domains.appendEvent('order.example.com', domainEvent('order_placed', 'Ordered.', undefined, at + 10));
+      await stores.domains.appendEvent('order.example.com', domainEvent('challenge_served', 'Served.', undefined, at + 30));
+      t.same((await stores.domains.events('order.example.com')).map((e) => e.type), ['added', 'order_placed', 'dns_checked', 'challenge_served'], 'oldest first; one moment keeps the written order');
+    });
+
     t.test(`only the newest ${MAX_DOMAIN_EVENTS} are kept; concurrent writers lose nothing`, async (t) => {
       const { stores } = await backend.open(t);
       await stores.domains.create(domain, domainEvent('added', 'Added.'));
