@@ -141,6 +141,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
   serveStreams(https, () => handlers.edge.stream);
   // HTTP/1.1 Upgrade (WebSocket) requests on the HTTPS listener
   https.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    tracked.upgrade(socket);
     if (checkTarget(req) !== null) {
       socket.on('error', () => socket.destroy());
       socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
@@ -249,7 +250,7 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
   const sessions = new Set<http2.ServerHttp2Session>();
   // per HTTP/1.1 connection: requests in flight, and one timer re-armed with refresh() (cheaper
   // than a new timer per request); it fires harmlessly while a request is in flight
-  const connections = new WeakMap<TLSSocket, { busy: number; deadline: NodeJS.Timeout; done: () => void }>();
+  const connections = new WeakMap<TLSSocket, { busy: number; deadline: NodeJS.Timeout; done: () => void; tunnel?: true }>();
   const state = {
     draining: false,
     /** An HTTP/1.1 request on the listener: in flight until its answer closes. */
@@ -260,10 +261,24 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
       // the connection's one listener function: no closure and no once() wrapper per request
       res.on('close', connection.done);
     },
+    /**
+     * An HTTP/1.1 Upgrade request: from here the connection is a tunnel (or is closed after the
+     * refusal), not a keep-alive connection waiting for request headers, so the headers deadline no
+     * longer applies, and a stop leaves it its shutdown time, as a WebSocket over HTTP/2 has
+     */
+    upgrade(socket: Duplex) {
+      const connection = connections.get(socket as TLSSocket);
+      if (!connection) return;
+      connection.tunnel = true;
+      clearTimeout(connection.deadline);
+    },
     drain() {
       state.draining = true;
       for (const session of sessions) session.close();
-      for (const socket of sockets) if (socket.alpnProtocol !== 'h2' && !connections.get(socket)?.busy) socket.destroy();
+      for (const socket of sockets) {
+        const connection = connections.get(socket);
+        if (socket.alpnProtocol !== 'h2' && !connection?.busy && !connection?.tunnel) socket.destroy();
+      }
     },
     destroyAll() {
       for (const session of sessions) session.destroy();
