@@ -116,6 +116,7 @@ export function createOrdering(options: OrderingOptions) {
     // 2. no order while the domain's DNS points elsewhere, with or without a certificate: the CA's
     // validation would fail and count against its failed-validation limit (DESIGN §6)
     if (domain.health === 'misconfigured') return pause(domain, valid, reason);
+    if (domain.certificate.renewalPausedAt) await setCertificateState(hostname, ({ certificate: { renewalPausedAt: _gone, ...rest } }) => rest);
     const next = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
     if (reason !== 'retry' && reason !== 'queue' && domain.certificate.status === 'failed' && next > now()) return { certificate: null };
     // 3. behind a CA limit the queue goes first, in verification order: nothing overtakes it
@@ -153,6 +154,16 @@ export function createOrdering(options: OrderingOptions) {
     if (reason === 'queue' || waiting) await queue.remove(hostname);
     if (waiting) {
       await setCertificateState(hostname, (d) => ({ ...d.certificate, status: d.certificate.status === 'queued' ? 'none' : d.certificate.status, queuePosition: undefined, nextAttemptAt: undefined }));
+    }
+    // the renewal came due: said once on the timeline (its job looks again every hour, writing nothing),
+    // with the date the certificate runs out, which the owner now races against
+    if (reason === 'renewal' && valid && !domain.certificate.renewalPausedAt) {
+      await setCertificateState(hostname, (d) => ({ ...d.certificate, renewalPausedAt: new Date(now()).toISOString() }), domainEvent(
+        'misconfigured',
+        `The certificate's renewal is due but is not ordered while DNS does not point at the platform (the certificate authority's check would fail). The current certificate is served until it expires on ${valid.notAfter}; once DNS is fixed, the next check resumes renewals.`,
+        { renewal: 'paused', notAfter: valid.notAfter },
+        now(),
+      ));
     }
     // a handshake (possibly one of many) writes nothing more
     // (the cert-retry job itself answers its next time)

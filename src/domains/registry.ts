@@ -30,7 +30,7 @@ export interface DomainRegistryDeps {
 /** What the admin API shows of a domain: internal fields stay inside. */
 export function domainView(domain: Domain) {
   const { accountId: _account, apex: _apex, ownershipToken: _token, recheck: _recheck, redirect, certificate, health, ...view } = domain;
-  const { failures: _failures, ...certificateView } = certificate;
+  const { failures: _failures, renewalPausedAt: _paused, ...certificateView } = certificate;
   const shown = { ...view, health: health ?? 'ok', certificate: certificateView };
   return redirect ? { ...shown, redirect } : shown;
 }

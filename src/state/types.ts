@@ -102,6 +102,8 @@ export interface CertificateState {
   queuePosition?: number;
   /** consecutive failed orders (internal: sets the backoff) */
   failures?: number;
+  /** when a due renewal was first held back by misconfigured DNS (internal: the timeline says it once) */
+  renewalPausedAt?: string;
 }
 
 export interface Hsts {

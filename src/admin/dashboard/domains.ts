@@ -45,7 +45,7 @@ export const DOMAIN_ROWS = String.raw`  function certificateCell(domain) {
         text: recordsOpen ? 'Hide DNS records' : 'Show DNS records',
         onclick: () => { if (recordsOpen) state.openRecords.delete(host); else state.openRecords.add(host); render(); } }) : null);
     const status = h('td', {}, h('span', { class: 'badge ' + domain.status, text: STATUS_WORDS[domain.status] || domain.status }),
-      domain.health === 'misconfigured' ? h('div', {}, h('span', { class: 'badge misconfigured', text: 'Misconfigured', title: 'DNS no longer points here; still served with its certificate, renewals paused' })) : null);
+      domain.health === 'misconfigured' ? h('div', {}, h('span', { class: 'badge misconfigured', text: 'Misconfigured', title: domain.certificate.notAfter ? 'DNS checks fail; still served with its certificate (until ' + formatDate(domain.certificate.notAfter) + '), renewals paused' : 'DNS checks fail; no certificate is ordered until they pass' })) : null);
     const actions = h('td', { class: 'actions' },
       verified
         ? h('button', { type: 'button', class: 'btn', 'data-focus': 'reverify:' + host, 'aria-label': 'Re-verify ' + host, title: 'Check DNS and CAA again and start a new certificate attempt', text: 'Re-verify', onclick: (e) => verify(e.currentTarget, host, true) })
