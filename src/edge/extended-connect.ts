@@ -5,53 +5,90 @@
 // 2. a :protocol other than websocket → 501 (RFC 8441 §4 defines only what websocket means);
 // 3. a Host field naming another site than :authority → 400 (RFC 9113 §8.3.1, request-target.ts);
 //    hostname from :authority; another name than the connection's SNI → 421;
-// 4. only a project's hostnames pass through (the upstream bridge, proxy/websocket-h2.ts); else 404.
-import type { ServerHttp2Stream, IncomingHttpHeaders } from 'node:http2';
+// 4. only a project's hostnames pass through (the upstream bridge, proxy/websocket-h2.ts); else 404;
+// 5. once the stream is over: one count and one access line, as for any request (pipeline.ts), with
+//    the status it was answered (200: the WebSocket opened, and the line is written when it closes,
+//    its duration the WebSocket's lifetime) and the route label of :authority's hostname from 4. on;
+//    1.–3. refuse before routing, so `unknown` (as for other requests refused before routing). A
+//    stream the visitor reset, or whose connection went, before any answer: 499 (nginx's and
+//    Traefik's "client closed request"), aborted.
+import http2, { type ServerHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
-import type { Metrics } from '../metrics.ts';
-import type { RouteTable } from '../routing/route.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics, RouteLabel } from '../metrics.ts';
+import type { Route, RouteTable } from '../routing/route.ts';
 import type { ProxyContext } from '../proxy/project-proxy.ts';
 import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
 import { clientIp, type Trust } from './client-ip.ts';
 import { proxiedAddress } from './proxy-protocol.ts';
 import { checkAuthority } from './request-target.ts';
+import { exchangeRecorder } from './pipeline.ts';
 
 export interface ConnectDeps {
   routes: RouteTable;
   proxy: { connect(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, upstream: string, ctx: ProxyContext): void };
   metrics: Metrics;
+  log: Logger;
   trust: Trust;
 }
 
 export type ConnectHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void;
 
+/** 5.: the status of a stream over before anything was answered */
+const CLIENT_CLOSED = 499;
+
 export function createConnectHandler(deps: ConnectDeps): ConnectHandler {
+  const record = exchangeRecorder(deps.metrics, deps.log);
   return (stream, headers) => {
+    const started = performance.now();
     // a visitor resetting the stream must never become an uncaught 'error'
-    stream.on('error', () => undefined);
-    // counted once the stream is over, with the status it was answered (200: the WebSocket opened)
+    stream.on('error', ignore);
+    const hostname = hostnameFromHost(headers[':authority'] as string | undefined);
+    const socket = stream.session?.socket as TLSSocket | undefined;
+    const ip = socket ? clientIp(proxiedAddress(socket)?.address ?? socket.remoteAddress ?? '', headers['x-forwarded-for'], deps.trust) : '';
+    let routeLabel: RouteLabel = 'unknown';
     stream.once('close', () => {
-      const status = stream.sentHeaders?.[':status'];
-      if (status !== undefined) deps.metrics.httpRequests.inc({ route: 'project', method: 'CONNECT', status: Number(status) });
+      const sent = stream.sentHeaders?.[':status'];
+      const url = (headers[':path'] as string | undefined) ?? '';
+      const q = url.indexOf('?');
+      record({
+        method: 'CONNECT',
+        hostname,
+        path: q === -1 ? url : url.slice(0, q),
+        route: routeLabel,
+        status: sent === undefined ? CLIENT_CLOSED : Number(sent),
+        durationMs: performance.now() - started,
+        clientIp: ip,
+        protocol: '2.0',
+        accountId: undefined,
+        // never answered, or reset by either side (a WebSocket cut rather than closed)
+        aborted: sent === undefined || (stream.rstCode !== undefined && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR) ? true : undefined,
+      });
     });
     const protocol = headers[':protocol'];
     if (protocol === undefined) return refuse(stream, 405);
     if (String(protocol).toLowerCase() !== 'websocket') return refuse(stream, 501);
     if (checkAuthority(headers) !== null) return refuse(stream, 400);
-    const hostname = hostnameFromHost(headers[':authority'] as string | undefined);
-    const socket = stream.session?.socket as TLSSocket | undefined;
     if (!socket) return;
     const sni = socket.servername;
     // the same rule as an HTTP/1.1 request's Host (pipeline.ts): no SNI or an IP literal SNI → :authority decides
     if (sni && sni !== hostname && !isIpLiteral(sni) && sni.toLowerCase() !== hostname) return refuse(stream, 421);
     const route = deps.routes.resolve(hostname);
+    routeLabel = labelOf(route);
     if (route.kind !== 'project') return refuse(stream, 404);
-    const ip = clientIp(proxiedAddress(socket)?.address ?? socket.remoteAddress ?? '', headers['x-forwarded-for'], deps.trust);
     deps.proxy.connect(stream, headers, route.upstream, { clientIp: ip, hostname, proto: 'https' });
   };
+}
+
+/** the metrics' route label of a hostname's route (a project not deployed yet is still a project's) */
+function labelOf(route: Route): RouteLabel {
+  if (route.kind === 'undeployed') return 'project';
+  return route.kind;
 }
 
 function refuse(stream: ServerHttp2Stream, status: number): void {
   if (stream.destroyed || stream.headersSent) return;
   stream.respond({ ':status': status, 'content-length': 0 }, { endStream: true });
 }
+
+const ignore = () => undefined;

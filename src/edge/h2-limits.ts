@@ -6,7 +6,9 @@
 //    trips, each stream would still reach the upstream (a connection opened, then dropped with the
 //    request), so a connection whose client has cancelled streams before their answer has its next
 //    streams dispatched one turn later (setImmediate, h2-stream.ts), after the rest of what it sent
-//    is read: a RST_STREAM right behind the HEADERS then closes the stream before any work is done;
+//    is read: a RST_STREAM right behind the HEADERS then closes the stream before any work is done.
+//    Extended CONNECT streams (WebSockets) count and wait the same way: each would open an upstream
+//    connection;
 // 2. CONTINUATION floods (CVE-2024-28182 in nghttp2, CVE-2024-27983 in Node): nghttp2 refuses more
 //    than a few CONTINUATION frames per header block, and SETTINGS_MAX_HEADER_LIST_SIZE and
 //    maxHeaderListPairs bound the block;
@@ -73,6 +75,12 @@ function onStreamAborted(this: http2.ServerHttp2Stream): void {
   if (state) state.cancels++;
 }
 
+// an extended CONNECT (a WebSocket, RFC 8441) counts only until it is answered: a WebSocket the
+// client resets once open is an ordinary way to close it
+function onTunnelAborted(this: http2.ServerHttp2Stream): void {
+  if (!this.headersSent) onStreamAborted.call(this);
+}
+
 function onStreamIdle(this: http2.ServerHttp2Stream): void {
   if (this.closed) return;
   const state = this.session && states.get(this.session);
@@ -115,9 +123,13 @@ export function limitSession(session: http2.ServerHttp2Session, limits: SessionL
   session.on('ping', controlFrame);
   session.on('remoteSettings', controlFrame);
   session.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
-    // a WebSocket (extended CONNECT) may be idle for long: the connection's idle timeout bounds it
-    if (headers[':method'] === 'CONNECT') return;
     // RST_STREAM from the client while the answer was not finished
+    if (headers[':method'] === 'CONNECT') {
+      stream.on('aborted', onTunnelAborted);
+      // no streamIdleMs: a WebSocket may be quiet for long (the connection's idle timeout bounds it,
+      // websocket-h2.ts), and until it opens the bridge's upstream timeout bounds the wait
+      return;
+    }
     stream.on('aborted', onStreamAborted);
     stream.setTimeout(limits.streamIdleMs());
     stream.on('timeout', onStreamIdle);

@@ -8,7 +8,7 @@ import type { Duplex } from 'node:stream';
 import type { Hsts } from '../state/types.ts';
 import type { ProxyContext } from '../proxy/project-proxy.ts';
 import { HttpError, sendError, type Response } from '../errors.ts';
-import { accessLogger, type Logger } from '../log.ts';
+import { accessLogger, type AccessEntry, type Logger } from '../log.ts';
 import { ROUTE_LABELS, type Metrics, type RouteLabel } from '../metrics.ts';
 import type { Series, Tally } from '../metrics-tally.ts';
 import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
@@ -21,10 +21,12 @@ import { checkAuthority } from './request-target.ts';
 import { notFoundPage, notDeployedPage, sendPage } from './pages.ts';
 import type { StreamHandler } from './h2-stream.ts';
 import type { StreamContext } from '../proxy/forward-h2.ts';
+import { answerOn } from '../proxy/websocket-h1.ts';
 
 export interface ProjectProxy {
   web(req: Request, res: Response, upstream: string, ctx: ProxyContext): Promise<void>;
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: string, ctx: ProxyContext): void;
+  /** `onEnd` once the visitor's connection has closed: the status it was answered, and whether that answer was cut short or never came */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: string, ctx: ProxyContext, onEnd: (status: number, aborted: boolean) => void): void;
   /** an HTTP/2 request on Node's core stream API (proxy/forward-h2.ts); never rejects */
   stream?(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, upstream: string, ctx: StreamContext): Promise<void>;
 }
@@ -199,18 +201,43 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
 
 const ignore = () => undefined;
 
-/** WebSocket (HTTP/1.1 Upgrade) on the HTTPS listener: only a project's hostnames pass through. */
+/**
+ * HTTP/1.1 Upgrade requests (WebSockets) on the HTTPS listener, routed as any request: a project's
+ * hostname (the connection's own, see 2. above) goes to its upstream (proxy/websocket-h1.ts), with one
+ * count and one access line when the exchange is over: the status the visitor was answered (101 for
+ * a WebSocket, written when it closes, its duration the WebSocket's lifetime; 499 when the visitor
+ * left before any answer). Every other request (421, the API, a redirect domain, 404) gets the answer
+ * the handler above gives it, with its count and line; each answer says `Connection: close`, and the
+ * connection closes after it, as Node's server has handed it over.
+ */
 export function createUpgradeHandler(deps: EdgeDeps): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
+  const edge = createEdgeHandler(deps);
+  const record = exchangeRecorder(deps.metrics, deps.log);
   return (req, socket, head) => {
+    const started = performance.now();
     const hostname = hostnameFromHost(req.headers.host);
-    const route = deps.routes.resolve(hostname);
     const tlsSocket = req.socket as TLSSocket;
+    const route = deps.routes.resolve(hostname);
     if (route.kind !== 'project' || misdirected(tlsSocket, hostname)) {
-      socket.end(`HTTP/1.1 ${route.kind === 'project' ? '421 Misdirected Request' : '404 Not Found'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      socket.on('error', () => socket.destroy());
+      edge(req, answerOn(req, socket));
       return;
     }
-    deps.metrics.httpRequests.inc({ route: 'project', method: 'GET', status: 101 });
-    deps.proxy.upgrade(req, socket, head, route.upstream, { clientIp: clientIpOf(tlsSocket, req.headers['x-forwarded-for'], deps.trust), hostname, proto: 'https' });
+    const ip = clientIpOf(tlsSocket, req.headers['x-forwarded-for'], deps.trust);
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    deps.proxy.upgrade(req, socket, head, route.upstream, { clientIp: ip, hostname, proto: 'https' }, (status, aborted) => record({
+      method: req.method,
+      hostname,
+      path: q === -1 ? url : url.slice(0, q),
+      route: 'project',
+      status,
+      durationMs: performance.now() - started,
+      clientIp: ip,
+      protocol: req.httpVersion,
+      accountId: undefined,
+      aborted: aborted ? true : undefined,
+    }));
   };
 }
 
@@ -248,7 +275,7 @@ export function fail(res: Response, err: unknown, log: Logger): void {
 
 /**
  * Counts an answer and observes its duration through cells fetched once per label set (route ×
- * method × status stays small: a few routes, eight method labels, the statuses in use), found by a
+ * method × status stays small: a few routes, nine method labels, the statuses in use), found by a
  * number rather than a string built per request (metrics-tally.ts).
  */
 function answerMetrics(metrics: Metrics): (route: RouteLabel, method: string | undefined, status: number, seconds: number) => void {
@@ -267,4 +294,19 @@ function answerMetrics(metrics: Metrics): (route: RouteLabel, method: string | u
   };
 }
 
-const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT'];
+
+/**
+ * The metrics and access line of an exchange answered outside the handler above (a WebSocket over
+ * HTTP/2, extended CONNECT, or over HTTP/1.1 to a project): the same counters and writer, one call
+ * when the exchange is over.
+ * `durationMs` unrounded.
+ */
+export function exchangeRecorder(metrics: Metrics, log: Logger): (entry: AccessEntry & { route: RouteLabel }) => void {
+  const access = accessLogger(log);
+  const recordAnswer = answerMetrics(metrics);
+  return (entry) => {
+    recordAnswer(entry.route, entry.method, entry.status, entry.durationMs / 1000);
+    access?.({ ...entry, durationMs: Math.round(entry.durationMs * 10) / 10 });
+  };
+}

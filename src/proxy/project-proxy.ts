@@ -1,6 +1,6 @@
 // A project's traffic to its upstream (DESIGN §3 item 5): plain requests through the
-// forwarder (keep-alive pool, streaming both ways, client abort cancels), WebSocket upgrades through
-// http-proxy-3 (http-proxy 1.x leaks an upstream socket per aborted client; TOOLCHAIN.md).
+// forwarder (keep-alive pool, streaming both ways, client abort cancels), WebSockets over HTTP/1.1
+// passed on as upgrades (websocket-h1.ts) and over HTTP/2 bridged to them (websocket-h2.ts).
 //
 // What the upstream sees, for both:
 // 1. the path: the upstream's base path + the visitor's path (dot segments resolved first, so
@@ -11,17 +11,16 @@
 // 3. X-Forwarded-For / -Proto / -Host set by Portico; whatever the client sent under `Forwarded`,
 //    `X-Forwarded-*` or `X-Real-IP` is dropped, so an upstream can trust these headers;
 // 4. no hop-by-hop headers (RFC 9110 §7.6.1), except Connection/Upgrade on an upgrade request.
-import type { IncomingMessage, ServerResponse, IncomingHttpHeaders, ClientRequest } from 'node:http';
+import type { IncomingMessage, ServerResponse, IncomingHttpHeaders } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse, ServerHttp2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
-import type { Socket } from 'node:net';
-import type { ProxyServer } from 'http-proxy-3';
-import { HttpError } from '../errors.ts';
+import { HttpError, sendError } from '../errors.ts';
 import { sendPage, upstreamFailurePage, upstreamUnreachablePage } from '../edge/pages.ts';
 import { UpstreamError } from './upstream-error.ts';
 import { connectionTokens, isHopByHop, type Forwarder, type Target, type UpstreamErrorKind } from './forward.ts';
 import { proxyStream, type StreamContext } from './forward-h2.ts';
 import { bridgeWebSocket } from './websocket-h2.ts';
+import { answerOn, passUpgrade, refuseUpgrade } from './websocket-h1.ts';
 
 export interface ProxyContext {
   clientIp: string;
@@ -35,8 +34,12 @@ export interface ProjectProxy {
   web(req: Http2ServerRequest | IncomingMessage, res: Http2ServerResponse | ServerResponse, upstream: string, ctx: ProxyContext): Promise<void>;
   /** an HTTP/2 request on Node's core stream API, the same rules as web() (forward-h2.ts); never rejects */
   stream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, upstream: string, ctx: StreamContext): Promise<void>;
-  /** HTTP/1.1 Upgrade (WebSocket) — to be wired on the HTTPS server's 'upgrade' event */
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: string, ctx: ProxyContext): void;
+  /**
+   * HTTP/1.1 Upgrade (WebSocket) — to be wired on the HTTPS server's 'upgrade' event. `onEnd`, once
+   * the visitor's connection has closed: the status it was answered (101: a WebSocket, now over) and
+   * whether that answer was cut short or never came (websocket-h1.ts)
+   */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: string, ctx: ProxyContext, onEnd?: (status: number, aborted: boolean) => void): void;
   /** a WebSocket over HTTP/2 (extended CONNECT, RFC 8441), bridged to an HTTP/1.1 upgrade (websocket-h2.ts) */
   connect(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, upstream: string, ctx: ProxyContext): void;
   /** ends the WebSocket tunnels still open; the forwarder belongs to the caller, which closes it */
@@ -50,52 +53,8 @@ export interface ProjectProxyOptions {
   onError(kind: UpstreamErrorKind | 'websocket'): void;
 }
 
-/** One WebSocket upgrade in flight, found again from http-proxy-3's events by the client socket. */
-interface Upgrade {
-  headers: Record<string, string>;
-  connectionTokens: ReadonlySet<string>;
-  upgraded: boolean;
-  clientGone: boolean;
-}
-
-const TIMEOUT = 'PORTICO_UPSTREAM_TIMEOUT';
-
 export function createProjectProxy(forwarder: Forwarder, options: ProjectProxyOptions): ProjectProxy {
-  const upgrades = new WeakMap<Duplex, Upgrade>();
   const open = new Set<Duplex>();
-  // http-proxy-3 is loaded with the first WebSocket upgrade, not at start
-  let wsProxy: Promise<ProxyServer> | undefined;
-  const loadWsProxy = (): Promise<ProxyServer> => (wsProxy ??= import('http-proxy-3').then(({ createProxyServer }) => {
-    // target comes per call; xfwd off because http-proxy-3 would append to the client's X-Forwarded-*
-    const proxy = createProxyServer({ ws: true, xfwd: false, ignorePath: true });
-    // Errors of the client socket reach this event (upstream errors go to the per-call callback):
-    // without a listener http-proxy-3 throws them, which would take the process down.
-    proxy.on('error', (_err, _req, socket) => {
-      if (!(socket as Socket).destroyed) (socket as Socket).destroy();
-    });
-    proxy.on('proxyReqWs', (proxyReq, _req, socket) => {
-      const state = upgrades.get(socket);
-      if (!state) return;
-      rewriteUpgradeHeaders(proxyReq, state);
-      // one clock for connect + the upstream's answer to the upgrade
-      const timer = setTimeout(() => proxyReq.destroy(Object.assign(new Error('upstream did not answer the upgrade in time'), { code: TIMEOUT })), options.timeoutMs);
-      const stop = () => clearTimeout(timer);
-      proxyReq.once('response', stop).once('close', stop);
-      proxyReq.once('upgrade', (_res, proxySocket: Socket) => {
-        stop();
-        state.upgraded = true;
-        // http-proxy-3 only end()s the other side when one side closes; a peer that never answers the
-        // FIN would keep its socket half-open, so finish the write side and then destroy
-        socket.once('close', () => proxySocket.destroySoon());
-        proxySocket.once('close', () => socket.destroySoon());
-      });
-      // the visitor left before the upstream answered: http-proxy-3 would keep waiting for it
-      socket.once('close', () => {
-        if (!state.upgraded) proxyReq.destroy();
-      });
-    });
-    return proxy;
-  }));
 
   return {
     async web(req, res, upstream, ctx) {
@@ -120,13 +79,15 @@ export function createProjectProxy(forwarder: Forwarder, options: ProjectProxyOp
       return proxyStream(forwarder.client, stream, headers, flags, upstream, ctx, options.onError);
     },
 
-    upgrade(req, socket, head, upstream, ctx) {
+    upgrade(req, socket, head, upstream, ctx, onEnd = ignore) {
       // a visitor resetting the connection must never become an uncaught 'error'
       socket.on('error', () => socket.destroy());
       open.add(socket);
       socket.once('close', () => open.delete(socket));
       if (req.method !== 'GET' || req.headers.upgrade?.toLowerCase() !== 'websocket') {
-        rejectUpgrade(socket, 400, 'Bad Request', 'Only WebSocket upgrades are supported.\n');
+        const res = answerOn(req, socket);
+        socket.once('close', () => onEnd(400, !res.writableFinished));
+        sendError(res, 'invalid_request', 'Only WebSocket upgrades (GET with Upgrade: websocket) are passed to a project.');
         return;
       }
       let target: URL;
@@ -134,32 +95,17 @@ export function createProjectProxy(forwarder: Forwarder, options: ProjectProxyOp
         target = targetUrl(upstream, req.url);
       } catch {
         options.onError('websocket');
-        rejectUpgrade(socket, 502, 'Bad Gateway', 'The upstream could not be reached.\n');
+        refuseUpgrade(req, socket, 502, upstreamUnreachablePage(ctx.hostname), onEnd);
         return;
       }
-      const state: Upgrade = { headers: forwardedHeaders(ctx), connectionTokens: connectionTokens(req.headers.connection), upgraded: false, clientGone: false };
-      state.headers.host = target.host;
-      upgrades.set(socket, state);
-      socket.once('close', () => {
-        state.clientGone = true;
-      });
-      loadWsProxy().then((proxy) => {
-        if (state.clientGone) return;
-        proxy.ws(req, socket, head, { target }, (err) => {
-          if (state.clientGone) return;
-          options.onError('websocket');
-          if (state.upgraded) {
-            socket.destroy();
-          } else if ((err as { code?: string }).code === TIMEOUT) {
-            rejectUpgrade(socket, 504, 'Gateway Timeout', 'The upstream did not answer in time.\n');
-          } else {
-            rejectUpgrade(socket, 502, 'Bad Gateway', 'The upstream could not be reached.\n');
-          }
-        });
-      }, () => {
-        options.onError('websocket');
-        rejectUpgrade(socket, 502, 'Bad Gateway', 'The upstream could not be reached.\n');
-      });
+      const headers: Record<string, string | string[]> = { ...upgradeHeaders(req.headers), connection: 'Upgrade', upgrade: 'websocket', ...forwardedHeaders(ctx), host: target.host };
+      // the visitor's key: its client checks the upstream's Sec-WebSocket-Accept itself
+      const key = req.headers['sec-websocket-key'];
+      if (key !== undefined) headers['sec-websocket-key'] = key;
+      // the framing of the request is the proxy's: it goes up without a body (a body sent with an
+      // upgrade reaches the upstream only inside the tunnel, once the upgrade is accepted)
+      delete headers['content-length'];
+      passUpgrade(req, socket, head, target, headers, { timeoutMs: options.timeoutMs, hostname: ctx.hostname, onError: () => options.onError('websocket'), onEnd });
     },
 
     connect(stream, headers, upstream, ctx) {
@@ -248,7 +194,11 @@ function dropped(headers: IncomingHttpHeaders): ReadonlySet<string> {
   return more ? new Set([...CLIENT_FORWARDED, ...more]) : CLIENT_FORWARDED;
 }
 
-/** An HTTP/2 WebSocket request's end-to-end headers: what rewriteUpgradeHeaders() leaves of an HTTP/1.1 one. */
+/**
+ * A WebSocket request's end-to-end headers, for either protocol: no pseudo-headers, hop-by-hop,
+ * Connection-named or client-sent forwarding headers, and no Sec-WebSocket-Key (over HTTP/2 the
+ * bridge makes its own; over HTTP/1.1 the visitor's is added back).
+ */
 function upgradeHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
   const kept: Record<string, string | string[]> = {};
   const tokens = connectionTokens(headers.connection);
@@ -259,21 +209,4 @@ function upgradeHeaders(headers: IncomingHttpHeaders): Record<string, string | s
   return kept;
 }
 
-/** http-proxy-3 copies every client header; the request is not sent until its end(), so trim here. */
-function rewriteUpgradeHeaders(proxyReq: ClientRequest, state: Upgrade): void {
-  for (const name of proxyReq.getHeaderNames()) {
-    if (name === 'upgrade') continue;
-    if (name.startsWith(':') || isHopByHop(name) || state.connectionTokens.has(name) || isClientForwarded(name)) proxyReq.removeHeader(name);
-  }
-  proxyReq.setHeader('connection', 'Upgrade');
-  for (const [name, value] of Object.entries(state.headers)) proxyReq.setHeader(name, value);
-}
-
-function rejectUpgrade(socket: Duplex, status: number, reason: string, text: string): void {
-  if (socket.destroyed) return;
-  if (!socket.writable) {
-    socket.destroy();
-    return;
-  }
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`, () => socket.destroy());
-}
+const ignore = () => undefined;

@@ -8,7 +8,8 @@
 //    HTTP/1.1 upgrade), and a fresh Sec-WebSocket-Key, since an h2 client sends none (RFC 8441 §5);
 // 2. 101 with the matching Sec-WebSocket-Accept → the stream answers 200 with the upstream's
 //    Sec-WebSocket-Protocol / -Extensions; any other answer → the stream gets its status (a 2xx
-//    that is no upgrade → 502), so the page sees a failed WebSocket;
+//    that is no upgrade → 502), so the page sees a failed WebSocket, and the upstream connection is
+//    closed (its body is not forwarded, and may never end);
 // 3. refused or reset → 502, no answer within `timeoutMs` → 504;
 // 4. closing (RFC 8441 §5): a clean end on one side (TCP FIN, END_STREAM) ends the other; a reset
 //    or error (RST_STREAM, a broken socket) cuts the other with CANCEL / destroy. A side that does
@@ -80,7 +81,7 @@ export function bridgeWebSocket(stream: http2.ServerHttp2Stream, target: URL, he
   });
   request.on('error', () => fail(502));
   request.on('response', (res) => {
-    res.resume();
+    // settled before: the request is destroyed already
     if (settled) return;
     settled = true;
     clearTimeout(timer);
@@ -88,6 +89,9 @@ export function bridgeWebSocket(stream: http2.ServerHttp2Stream, target: URL, he
     // a success that is no upgrade would read as an open WebSocket to the client: it is not one
     if (status < 300) options.onError();
     answer(status < 300 ? 502 : status);
+    // the refusal's body is not forwarded (the stream is answered with its status alone), and an
+    // upstream that never finishes it must not keep the connection: closed once the status is sent
+    request.destroy();
   });
   request.on('upgrade', (res, socket: net.Socket, head: Buffer) => {
     if (settled) {
