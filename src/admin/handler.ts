@@ -195,6 +195,10 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
       return;
     }
     if (options.metricsOnly || !path.startsWith('/admin/')) return sendError(res, 'not_found');
+    // every admin answer, refusals too: it holds an account's data or a key shown once, so no cache keeps
+    // it, and it is read as JSON only (as the page itself is served)
+    res.setHeader('cache-control', 'no-store');
+    res.setHeader('x-content-type-options', 'nosniff');
     // an access line for each admin API call, refused ones too (health checks and scrapes have none)
     if (access) {
       const started = performance.now();

@@ -1,6 +1,7 @@
 // The Domains dashboard in real headless Chromium against a real Portico (admin API, challtestsrv
 // DNS): token → project → add a domain → its DNS record → verify with a diagnostic → fix DNS →
-// verified → primary and redirects → remove after a confirmation that says traffic stops at once.
+// verified → primary and redirects (removed after a confirmation) → remove after a confirmation that
+// says traffic stops at once.
 import t from 'tap';
 import http from 'node:http';
 import { mkdirSync } from 'node:fs';
@@ -155,6 +156,7 @@ async function run(browser: Browser): Promise<void> {
     t.ok(await row('shop.example.com').getByText('Redirects → www.example.com (308)').isVisible());
     t.same((await call('GET', `/admin/projects/${shop.id}`)).json.redirects, [{ from: 'shop.example.com', to: 'www.example.com', status: 308 }]);
     await button('Remove redirect from shop.example.com').click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Remove redirect' }).click();
     await page.getByText('No redirects.').waitFor();
     t.same((await call('GET', `/admin/projects/${shop.id}`)).json.redirects, []);
   });

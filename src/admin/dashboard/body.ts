@@ -49,6 +49,7 @@ export const BODY = String.raw`
 
       <section class="card" aria-labelledby="domains-title">
         <div class="head"><h2 id="domains-title">Domains</h2><p class="muted" id="domains-count"></p></div>
+        <p id="domains-notice" class="notice" role="status" hidden></p>
         <div class="table-wrap">
           <table id="domains-table" class="stack" aria-labelledby="domains-title">
             <thead><tr><th scope="col">Domain</th><th scope="col">Status</th><th scope="col">Certificate</th><th scope="col" class="actions"><span class="sr-only">Actions</span></th></tr></thead>

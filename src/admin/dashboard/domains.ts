@@ -2,7 +2,7 @@
 // buttons, then a detail row with the latest notice, DNS diagnostics, the records to create and, when
 // opened, the domain's timeline) and what its buttons do (verify, re-verify, make primary, remove). Parts of script.ts's String.raw
 // literal, set in where they stand inside that script's closure (h, state, api, busy, refresh, say,
-// formatDate, copy and render are defined there); plain ES2020, no backquotes.
+// formatDate, copy, confirmRemoval and render are defined there); plain ES2020, no backquotes.
 export const DOMAIN_ROWS = String.raw`  function certificateCell(domain) {
     const cert = domain.certificate || { status: 'none' };
     const cell = h('td', { class: 'cert', 'data-label': 'Certificate' });
@@ -124,17 +124,17 @@ export const DOMAIN_ROWS = String.raw`  function certificateCell(domain) {
     const main = records.find((r) => r.type === 'CNAME' || r.type === 'ALIAS');
     const zone = main && main.name !== '@' && domain.hostname.startsWith(main.name + '.') ? domain.hostname.slice(main.name.length + 1) : domain.hostname;
     const id = 'records-' + domain.hostname;
-    return h('div', { class: 'records table-wrap' },
+    return h('div', { class: 'records table-wrap', 'data-scroll': 'records:' + domain.hostname },
       h('h3', { id, text: domain.status === 'verified' ? 'DNS records' : 'DNS records to create at your DNS provider' }),
       h('table', { 'aria-labelledby': id },
         h('thead', {}, h('tr', {}, ['Type', 'Name', 'Value', 'TTL'].map((c) => h('th', { scope: 'col', text: c })))),
         h('tbody', {}, records.map((r) => [
           h('tr', {},
-            h('td', { class: 'mono', text: r.type }),
+            h('td', { class: 'mono nowrap', text: r.type }),
             h('td', { class: 'mono', text: r.name }),
             h('td', { class: 'value' }, h('span', { class: 'mono', text: r.value }),
               h('button', { type: 'button', class: 'btn small', 'aria-label': 'Copy value ' + r.value, 'data-focus': 'copy:' + domain.hostname + ':' + r.type + ':' + r.name, text: 'Copy', onclick: (e) => copy(e.currentTarget, r.value) })),
-            h('td', { class: 'mono', text: String(r.ttl) })),
+            h('td', { class: 'mono nowrap', text: String(r.ttl) })),
           r.note ? h('tr', {}, h('td', { colspan: '4', class: 'note', text: r.note })) : null,
         ]))),
       h('p', { class: 'help', text: 'Names are relative to ' + zone + ' (@ stands for ' + zone + ' itself); some DNS providers want the full name, ' + domain.hostname + ', instead.' }));
@@ -154,10 +154,19 @@ export const DOMAIN_ACTIONS = String.raw`  function verify(button, hostname, aga
         say(text);
       } catch (err) {
         if (err.status === 401) return;
-        state.notices.set(hostname, { kind: 'error', text: err.message });
+        if (err.status === 404) goneElsewhere(hostname, 'is no longer a domain of this project');
+        else state.notices.set(hostname, { kind: 'error', text: err.message });
       }
       await refresh();
     });
+  }
+
+  // its row is about to go: the page says why, above the table
+  function goneElsewhere(hostname, what) {
+    const text = hostname + ' ' + what + ': it was removed elsewhere (the CLI, the API or another dashboard). The list below is up to date.';
+    state.notices.delete(hostname);
+    state.projectNotice = { kind: 'info', text };
+    say(text);
   }
 
   function makePrimary(button, hostname) {
@@ -167,7 +176,8 @@ export const DOMAIN_ACTIONS = String.raw`  function verify(button, hostname, aga
         state.notices.set(hostname, { kind: 'success', text: hostname + ' is now the primary domain.' });
       } catch (err) {
         if (err.status === 401) return;
-        state.notices.set(hostname, { kind: 'error', text: err.message });
+        if (err.status === 404) goneElsewhere(hostname, 'is no longer a domain of this project');
+        else state.notices.set(hostname, { kind: 'error', text: err.message });
       }
       await refresh();
     });
@@ -175,27 +185,23 @@ export const DOMAIN_ACTIONS = String.raw`  function verify(button, hostname, aga
 
   function confirmRemove(button, domain) {
     const host = domain.hostname;
-    const dialog = $('remove-dialog');
-    $('remove-title').textContent = 'Remove ' + host + '?';
-    $('remove-warning').textContent = 'Traffic on ' + host + ' stops at once, everywhere: visitors get an error page instead of this project, and its certificate is deleted.';
-    $('remove-more').textContent = (domain.primary ? 'It is the primary domain: another verified domain becomes primary, if there is one. ' : '') +
-      'To serve it again you would have to add it and verify it again.';
-    dialog.returnValue = '';
-    dialog.addEventListener('close', () => {
-      if (dialog.returnValue !== 'remove') { if (button.isConnected) button.focus(); return; }
-      busy(button, 'Removing…', async () => {
-        try {
-          await api('DELETE', projectPath() + '/domains/' + enc(host));
-          state.notices.delete(host);
-          say(host + ' removed');
-        } catch (err) {
-          if (err.status === 401) return;
-          state.notices.set(host, { kind: 'error', text: err.message });
-        }
-        await refresh();
-        if (document.activeElement === document.body) $('add-hostname').focus();
-      });
-    }, { once: true });
-    dialog.showModal();
+    confirmRemoval(button, {
+      title: 'Remove ' + host + '?',
+      warning: 'Traffic on ' + host + ' stops at once, everywhere: visitors get an error page instead of this project, and its certificate is deleted.',
+      more: (domain.primary ? 'It is the primary domain: another verified domain becomes primary, if there is one. ' : '') + 'To serve it again you would have to add it and verify it again.',
+      confirm: 'Remove domain',
+    }, () => busy(button, 'Removing…', async () => {
+      try {
+        await api('DELETE', projectPath() + '/domains/' + enc(host));
+        state.notices.delete(host);
+        say(host + ' removed');
+      } catch (err) {
+        if (err.status === 401) return;
+        if (err.status === 404) goneElsewhere(host, 'is gone already');
+        else state.notices.set(host, { kind: 'error', text: err.message });
+      }
+      await refresh();
+      if (document.activeElement === document.body) $('add-hostname').focus();
+    }));
   }
 `;

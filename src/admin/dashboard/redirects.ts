@@ -1,6 +1,6 @@
 // The dashboard script's redirect actions: the add form and the remove buttons. Part of script.ts's
 // String.raw literal, set in where it stands inside that script's closure (api, busy, refresh, say,
-// setText, projectPath and enc are defined there); plain ES2020, no backquotes.
+// setText, confirmRemoval, projectPath and enc are defined there); plain ES2020, no backquotes.
 export const REDIRECT_ACTIONS = String.raw`  $('redirect-form').addEventListener('submit', (event) => {
     event.preventDefault();
     const from = $('redirect-from').value;
@@ -23,17 +23,23 @@ export const REDIRECT_ACTIONS = String.raw`  $('redirect-form').addEventListener
     });
   });
 
-  function removeRedirect(button, from) {
-    return busy(button, 'Removing…', async () => {
+  // asks first, as a domain's Remove does: visitors of r.from stop being sent on at once
+  function removeRedirect(button, r) {
+    confirmRemoval(button, {
+      title: 'Remove the redirect from ' + r.from + '?',
+      warning: r.from + ' stops redirecting to ' + r.to + ' at once, everywhere: this project serves its visitors instead.',
+      more: r.from + ' stays a domain of this project. To send its visitors to ' + r.to + ' again you would have to add the redirect again.',
+      confirm: 'Remove redirect',
+    }, () => busy(button, 'Removing…', async () => {
       try {
-        await api('DELETE', projectPath() + '/redirects/' + enc(from));
+        await api('DELETE', projectPath() + '/redirects/' + enc(r.from));
         setText($('redirect-error'), '');
-        say('Redirect from ' + from + ' removed');
+        say('Redirect from ' + r.from + ' removed');
       } catch (err) {
         if (err.status === 401) return;
         setText($('redirect-error'), err.message);
       }
       await refresh();
-    });
+    }));
   }
 `;

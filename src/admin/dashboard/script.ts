@@ -1,8 +1,9 @@
 // Plain ES2020 for the browser. Kept free of backquotes so it can live in this String.raw literal.
-// A domain's rows and actions (domains.ts) and the redirect actions (redirects.ts) are set into this
-// literal where they stand.
+// A domain's rows and actions (domains.ts), the redirect actions (redirects.ts) and how the project's
+// data is kept current (refresh.ts) are set into this literal where they stand.
 import { DOMAIN_ACTIONS, DOMAIN_ROWS } from './domains.ts';
 import { REDIRECT_ACTIONS } from './redirects.ts';
+import { PROJECT_REFRESH } from './refresh.ts';
 
 export const SCRIPT = String.raw`
 'use strict';
@@ -21,7 +22,11 @@ export const SCRIPT = String.raw`
   const STATUS_WORDS = { pending: 'Pending', verified: 'Verified', failed: 'Failed' };
 
   const $ = (id) => document.getElementById(id);
-  const state = { token: sessionStorage.getItem(TOKEN_KEY), projectId: null, project: null, notices: new Map(), openRecords: new Set(), openTimelines: new Set(), timelines: new Map(), busy: 0, poll: 0 };
+  // generation: bumped by every sign-out; an answer to a request made before it is dropped (api()).
+  // shown: the data the tables were last built from; loads: numbers each project load, so an older
+  // answer never replaces a newer one.
+  const state = { token: sessionStorage.getItem(TOKEN_KEY), projectId: null, project: null, notices: new Map(), openRecords: new Set(), openTimelines: new Set(), timelines: new Map(),
+    projectNotice: null, busy: 0, poll: 0, generation: 0, shown: '', loads: 0, applied: 0, loading: 0 };
 
   // The only way this page builds DOM: properties and text nodes, never HTML strings.
   function h(tag, props, ...children) {
@@ -44,17 +49,27 @@ export const SCRIPT = String.raw`
     constructor(status, code, message) { super(message); this.status = status; this.code = code; }
   }
 
+  // Callers take a 401 as "already handled": the page is signed out and says why. After a sign-out
+  // nothing is sent, and an answer to a request made before it is dropped the same way, so an action
+  // still running cannot refresh the page, restart the poll or sign out again with the next token.
+  const signedOut = () => new ApiError(401, 'signed_out', 'Signed out.');
+
   async function api(method, path, body) {
+    const generation = state.generation;
+    if (!state.token) throw signedOut();
     const headers = { authorization: 'Bearer ' + state.token };
     if (body !== undefined) headers['content-type'] = 'application/json';
     let response;
     try {
       response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
     } catch (err) {
+      if (generation !== state.generation) throw signedOut();
       throw new ApiError(0, 'network', 'Portico could not be reached (' + err.message + '). Check that it is running and try again.');
     }
+    if (generation !== state.generation) throw signedOut();
     if (response.status === 204) return null;
     const text = await response.text();
+    if (generation !== state.generation) throw signedOut();
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch { data = null; }
     if (response.status === 401) {
@@ -78,10 +93,19 @@ export const SCRIPT = String.raw`
 
   // 1. token
   function signOut(reason) {
-    sessionStorage.removeItem(TOKEN_KEY);
-    state.token = null;
-    state.project = null;
+    state.generation++;
     clearTimeout(state.poll);
+    sessionStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(PROJECT_KEY);
+    Object.assign(state, { token: null, projectId: null, project: null, projectNotice: null, shown: '' });
+    for (const kept of [state.notices, state.openRecords, state.openTimelines, state.timelines]) kept.clear();
+    // nothing of the project stays in the page, hidden or not
+    for (const id of ['domains', 'redirects', 'redirect-from', 'project']) $(id).replaceChildren();
+    for (const id of ['crumb-project', 'meta-default', 'meta-upstream', 'domains-count']) $(id).textContent = '';
+    for (const id of ['app-error', 'add-error', 'redirect-error', 'domains-notice']) setText($(id), '');
+    show($('project-view'), false);
+    show($('project-meta'), false);
+    if ($('remove-dialog').open) $('remove-dialog').close();
     show($('app'), false);
     show($('sign-out'), false);
     show($('login'), true);
@@ -95,6 +119,15 @@ export const SCRIPT = String.raw`
     event.preventDefault();
     const token = $('token').value.trim();
     if (!token) { setText($('token-error'), 'Enter the admin token.'); $('token').setAttribute('aria-invalid', 'true'); return; }
+    // fetch refuses a header with a character past Latin-1, and curl or the CLI send non-ASCII as UTF-8
+    // where a browser sends Latin-1: only printable ASCII means the same everywhere (generated tokens
+    // are base64url)
+    const odd = token.match(/[^\x20-\x7e]/u);
+    if (odd) {
+      setText($('token-error'), 'The admin token can only contain printable ASCII characters (letters, digits, punctuation), not "' + odd[0] + '". Check that it was copied whole and unchanged.');
+      $('token').setAttribute('aria-invalid', 'true');
+      return;
+    }
     state.token = token;
     setText($('token-error'), '');
     try {
@@ -131,6 +164,7 @@ export const SCRIPT = String.raw`
     state.openRecords.clear();
     state.openTimelines.clear();
     state.timelines.clear();
+    state.projectNotice = null;
     setText($('add-error'), '');
     setText($('redirect-error'), '');
     if (!id) { sessionStorage.removeItem(PROJECT_KEY); show($('project-view'), false); show($('project-meta'), false); return; }
@@ -140,20 +174,13 @@ export const SCRIPT = String.raw`
 
   function showAppError(err) { if (err && err.status !== 401) setText($('app-error'), err.message); }
 
-  async function loadProject() {
-    const id = state.projectId;
-    const project = await api('GET', '/admin/projects/' + enc(id));
-    if (id !== state.projectId) return;
-    // open timelines follow the domain (a check or an order may have happened since)
-    await Promise.all([...state.openTimelines].filter((host) => project.domains.some((d) => d.hostname === host)).map(loadTimeline));
-    state.project = project;
-    setText($('app-error'), '');
-    render();
-  }
+${PROJECT_REFRESH}
 
   // 3. rendering: the tables are rebuilt from the project; forms keep what is typed
   function render() {
     const project = state.project;
+    if (!project) return;
+    state.shown = shownData();
     const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.focus : undefined;
     $('crumb-project').textContent = project.name;
     $('meta-default').textContent = project.defaultDomain;
@@ -162,7 +189,12 @@ export const SCRIPT = String.raw`
     show($('project-view'), true);
     const count = project.domains.length;
     $('domains-count').textContent = count === 1 ? '1 domain' : count + ' domains';
+    setText($('domains-notice'), state.projectNotice && state.projectNotice.text);
+    if (state.projectNotice) $('domains-notice').className = 'notice ' + state.projectNotice.kind;
+    // a table that scrolls sideways (a narrow screen) stays where the owner scrolled it
+    const scrolled = new Map([...document.querySelectorAll('[data-scroll]')].map((el) => [el.dataset.scroll, el.scrollLeft]));
     $('domains').replaceChildren(...project.domains.flatMap(domainRows));
+    for (const el of document.querySelectorAll('[data-scroll]')) if (scrolled.get(el.dataset.scroll)) el.scrollLeft = scrolled.get(el.dataset.scroll);
     show($('domains-table'), count > 0);
     show($('domains-empty'), count === 0);
     $('redirects').replaceChildren(...project.redirects.map(redirectRow));
@@ -194,7 +226,7 @@ ${DOMAIN_ROWS}
       h('td', { class: 'hostname', text: r.from }),
       h('td', { class: 'mono', 'data-label': 'To', text: r.to }),
       h('td', { 'data-label': 'Status', text: String(r.status) }),
-      h('td', { class: 'actions' }, h('button', { type: 'button', class: 'btn danger', 'aria-label': 'Remove redirect from ' + r.from, text: 'Remove', onclick: (e) => removeRedirect(e.currentTarget, r.from) })));
+      h('td', { class: 'actions' }, h('button', { type: 'button', class: 'btn danger', 'data-focus': 'unredirect:' + r.from, 'aria-label': 'Remove redirect from ' + r.from, text: 'Remove', onclick: (e) => removeRedirect(e.currentTarget, r) })));
   }
 
   // 4. actions: every API error lands next to what caused it
@@ -203,14 +235,26 @@ ${DOMAIN_ROWS}
     button.disabled = true;
     button.textContent = label;
     state.busy++;
+    state.projectNotice = null;
     try { await work(); } finally {
       state.busy--;
       if (button.isConnected) { button.disabled = false; button.textContent = original; }
     }
   }
 
-  async function refresh() {
-    try { await loadProject(); } catch (err) { showAppError(err); }
+  // Removals ask first, in the page's one dialog; work() runs only when the owner confirms.
+  function confirmRemoval(button, words, work) {
+    const dialog = $('remove-dialog');
+    $('remove-title').textContent = words.title;
+    $('remove-warning').textContent = words.warning;
+    $('remove-more').textContent = words.more;
+    $('remove-confirm').textContent = words.confirm;
+    dialog.returnValue = '';
+    dialog.addEventListener('close', () => {
+      if (dialog.returnValue === 'remove') work();
+      else if (button.isConnected) button.focus();
+    }, { once: true });
+    dialog.showModal();
   }
 
   $('add-form').addEventListener('submit', (event) => {
@@ -256,17 +300,6 @@ ${REDIRECT_ACTIONS}
     button.textContent = copied ? 'Copied' : 'Copy failed: select the value';
     say(copied ? 'Copied ' + value : 'Copy failed; select the value and copy it by hand');
     setTimeout(() => { if (button.isConnected) button.textContent = 'Copy'; }, 2000);
-  }
-
-  // DNS checks and certificate orders happen in the background: follow them until they settle
-  function schedulePoll() {
-    clearTimeout(state.poll);
-    const waiting = state.project && state.project.domains.some((d) => d.status === 'pending' || (d.certificate && (d.certificate.status === 'pending' || d.certificate.status === 'queued' || (d.status === 'verified' && d.certificate.status === 'none'))));
-    if (!waiting) return;
-    state.poll = setTimeout(() => {
-      if (state.busy > 0 || document.hidden || $('remove-dialog').open) schedulePoll();
-      else refresh();
-    }, 5000);
   }
 
   if (state.token) startApp().catch((err) => { if (err.status !== 401) { show($('login'), false); show($('app'), true); show($('sign-out'), true); showAppError(err); } });

@@ -72,7 +72,7 @@ td.cert { max-width:320px; }
 .badge.failed { background:var(--bad-bg); color:var(--danger); border-color:#f5c2bc; }
 .badge.none { background:#f2f4f7; color:var(--muted); border-color:#e2e6eb; }
 .badge.primary { background:var(--info-bg); color:var(--accent-dark); border-color:#c7d7fb; }
-.badge.redirect { background:#f3eefe; color:#5b34b4; border-color:#ddd0fa; }
+.badge.redirect { background:#f3eefe; color:#5b34b4; border-color:#ddd0fa; white-space:normal; }
 .badge.queued { background:var(--info-bg); color:var(--accent-dark); border-color:#c7d7fb; }
 .badge.misconfigured { background:var(--bad-bg); color:var(--danger); border-color:#f5c2bc; margin-top:4px; }
 .btn.spaced { margin-right:14px; }
@@ -89,6 +89,7 @@ td.cert { max-width:320px; }
 .notice.error { background:var(--bad-bg); border-color:#f5c2bc; color:#8c1d13; }
 .notice.info { background:var(--info-bg); border-color:#c7d7fb; color:#1a3a8a; }
 .error-text { color:var(--danger); font-size:13px; margin:8px 0 0; }
+#domains-notice { margin:12px 20px 0; }
 .diag { border-left:4px solid #e0a800; background:var(--warn-bg); border-radius:0 8px 8px 0; padding:10px 12px; margin:12px 0 0; }
 .diag.bad { border-left-color:var(--danger); background:var(--bad-bg); }
 .diag strong { display:block; margin-bottom:2px; }
@@ -106,6 +107,11 @@ dialog { border:none; border-radius:12px; padding:0; max-width:480px; width:calc
 dialog::backdrop { background:rgba(17,24,39,.5); }
 dialog form { padding:22px 24px 18px; }
 dialog h2 { font-size:18px; margin-bottom:10px; word-break:break-all; }
+/* hostnames (up to 253 characters), record values and CA errors are long words: they wrap anywhere
+   rather than widen the table and push its buttons, or the page, off the screen */
+.mono, .sub, .help, .notice, .error-text, .diag p, .timeline span, .badge.redirect, .records td, #redirects td, dialog p { overflow-wrap:anywhere; }
+.nowrap { white-space:nowrap; }
+select, .inline > .field { max-width:100%; }
 dialog .warning { background:var(--bad-bg); border:1px solid #f5c2bc; color:#8c1d13; border-radius:8px; padding:10px 12px; }
 #redirect-form { border-top:1px solid var(--line); }
 .dialog-actions { display:flex; justify-content:flex-end; gap:8px; margin-top:18px; }
