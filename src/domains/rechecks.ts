@@ -30,7 +30,7 @@ export interface DomainChecksDeps {
   context(): CheckContext;
   metrics: Metrics;
   log: Logger;
-  /** the project's turn an automatic check takes to store what it found (project-turns.ts) */
+  /** the project's turn a check takes to store what it found, after its DNS lookup (project-turns.ts) */
   turns?: ProjectTurns;
   /** a domain just verified (or asked to try again): certificates plug in here */
   onVerified?(domain: Domain, reason: 'verify' | 'reverify'): void;
@@ -55,12 +55,12 @@ export function createDomainChecks(deps: DomainChecksDeps) {
       context.resolver,
     );
     metrics.domainChecks.inc({ result: checkResult(result) });
-    // re-read after the slow step (DNS), so a concurrent owner change is not overwritten; a check on
-    // request runs in the owner's turn already (registry.ts), an automatic one takes the project's
-    // turn for this part, or an owner's redirect made meanwhile was written over and a second primary
-    // could be made beside one the owner had just chosen
+    // re-read after the slow step (DNS), in the project's turn (project-turns.ts), so an owner's change
+    // made meanwhile is not written over and no second primary is made beside one just chosen; the DNS
+    // lookup stays outside it, or a resolver that never answers (~7 s) would hold every change to the
+    // project past what they wait for a turn
     const store = () => storeCheck(domain, result, reason, context);
-    const stored = reason === 'recheck' && deps.turns ? await deps.turns(domain.projectId, store) : await store();
+    const stored = deps.turns ? await deps.turns(domain.projectId, store) : await store();
     if (stored === null) return null;
     const { current, saved, outcome } = stored;
     if (schedule) {

@@ -121,9 +121,10 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
       const domain = await domainOf(project, hostname);
       return stores.domains.events(domain.hostname);
     },
-    // a check that verifies the domain may make it primary: that decision takes the project's turn too
-    verify: (project: Project, hostname: string) => oneAtATime(project, async () => runVerification(await domainOf(project, hostname), 'verify')),
-    reverify: (project: Project, hostname: string) => oneAtATime(project, async () => runVerification(await domainOf(project, hostname), 'reverify')),
+    // the check stores what it found (and may make the domain primary) in the project's turn itself,
+    // after its DNS lookup (rechecks.ts)
+    verify: async (project: Project, hostname: string) => runVerification(await domainOf(project, hostname), 'verify'),
+    reverify: async (project: Project, hostname: string) => runVerification(await domainOf(project, hostname), 'reverify'),
 
     patch: (project: Project, hostname: string, body: Record<string, unknown>) => oneAtATime(project, () => patch(project, hostname, body)),
     addRedirect: (project: Project, body: Record<string, unknown>) => oneAtATime(project, () => addRedirect(project, body)),

@@ -4,6 +4,7 @@
 // `primary` on two domains at once left two primaries, and two instances did not take turns at all.
 import t from 'tap';
 import type { Test } from 'tap';
+import dgram from 'node:dgram';
 import { Redis } from 'ioredis';
 import { startPortico, cleanup, type Instance } from '../helpers/portico.ts';
 import { startChalltestsrv } from '../helpers/challtestsrv.ts';
@@ -168,4 +169,28 @@ t.test('automatic checks every 100 ms never write over an owner\'s redirect chan
   const checks = (await checksRunNow()) - checksBefore;
   t.ok(checks > 10, `automatic checks ran meanwhile (${checks})`);
   t.same(wrong, [], `${rounds} rounds of add and remove, each change kept`);
+});
+
+t.test('a Verify waiting on a resolver that never answers does not hold the project\'s other changes', async (t) => {
+  // the lookup ran inside the project's turn: ~7 s (two tries of 2 s per query) against the 6 s others
+  // wait, so another instance's change answered 503 and this instance's waited behind it
+  const silent = dgram.createSocket('udp4');
+  silent.on('message', () => undefined);
+  await new Promise<void>((resolve) => silent.bind(0, '127.0.0.1', resolve));
+  t.teardown(() => silent.close());
+  const portico = await startPortico({ PORTICO_DNS_SERVERS: `127.0.0.1:${silent.address().port}` });
+  t.teardown(async () => {
+    await portico.stop();
+    cleanup(portico.dataDir, portico.certsDir);
+  });
+  const port = portico.ports.admin;
+  const id = await projectWith(t, port, 'silentdns', ['one.silent.example', 'two.silent.example']);
+  const order: string[] = [];
+  const verify = admin(port, 'POST', `/admin/projects/${id}/domains/one.silent.example/verify`).then((answer) => (order.push('verify'), answer));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const patch = await admin(port, 'PATCH', `/admin/projects/${id}/domains/two.silent.example`, { hsts: { maxAge: 60 } });
+  order.push('patch');
+  t.equal(patch.status, 200, 'the change to the other domain is made');
+  t.equal((await verify).status, 200, 'and the verify answers once DNS gives up');
+  t.same(order, ['patch', 'verify'], 'the change did not wait for the verify\'s DNS lookup');
 });
