@@ -6,37 +6,10 @@
 // - ownership-txt-after-verify: the `_portico` TXT, a proof asked once at the first verification,
 //   was required for as long as the domain existed: removing it made the domain misconfigured.
 import t from 'tap';
-import { openEmbeddedStores } from '../../src/state/embedded.ts';
 import type { Domain } from '../../src/state/types.ts';
-import { createScheduler } from '../../src/domains/scheduler.ts';
-import { createDomainChecks } from '../../src/domains/rechecks.ts';
-import { systemResolver } from '../../src/domains/verifier.ts';
-import { createMetrics } from '../../src/metrics.ts';
-import { createLogger } from '../../src/log.ts';
-import { cleanup, tempDir } from '../helpers/portico.ts';
-import { startChalltestsrv } from '../helpers/challtestsrv.ts';
+import { startChecksBed, MINUTE, DAY } from '../helpers/checks-bed.ts';
 
-const MINUTE = 60_000;
-const DAY = 24 * 60 * MINUTE;
-const dns = await startChalltestsrv();
-t.teardown(() => dns.stop());
-await dns.addA('edge.localhost', ['127.0.0.1']);
-await dns.addA('elsewhere.example.net', ['192.0.2.10']);
-const dataDir = tempDir('verified-rechecks');
-t.teardown(() => cleanup(dataDir));
-const stores = await openEmbeddedStores(dataDir);
-t.teardown(() => stores.close());
-const clock = { ms: Date.parse('2026-03-01T10:00:00Z') };
-const now = () => clock.ms;
-const scheduler = createScheduler({ store: stores.schedule, log: createLogger('silent'), now });
-const checks = createDomainChecks({
-  stores,
-  scheduler,
-  metrics: createMetrics(),
-  log: createLogger('silent'),
-  now,
-  context: () => ({ pendingRecheckMs: MINUTE, verifiedRecheckMs: DAY, cnameTarget: 'edge.localhost', caaIdentities: ['letsencrypt.org'], resolver: systemResolver([dns.dnsServer]) }),
-});
+const { dns, stores, clock, now, scheduler, checks } = await startChecksBed(t, 'verified-rechecks');
 
 async function add(hostname: string, ownershipToken?: string): Promise<void> {
   const at = new Date(now()).toISOString();
