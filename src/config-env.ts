@@ -13,6 +13,7 @@ const ENV: ReadonlyArray<[string, string, Kind]> = [
   ['PORTICO_HTTPS_KEY_EXCHANGE', 'https.keyExchange', 'list'],
   ['PORTICO_ADMIN_PORT', 'admin.port', 'port'],
   ['PORTICO_ADMIN_HOST', 'admin.host', 'string'],
+  ['PORTICO_ADMIN_HOSTNAMES', 'admin.hostnames', 'list'],
   ['PORTICO_ADMIN_TOKEN', 'admin.token', 'string'],
   ['PORTICO_METRICS_PORT', 'metrics.port', 'port'],
   ['PORTICO_DATA_DIR', 'dataDir', 'string'],

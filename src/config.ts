@@ -22,7 +22,8 @@ export interface Config {
   http: { port: number };
   /** keyExchange: the TLS key exchange groups accepted, in order of preference; null: Portico's default (listeners.ts) */
   https: { port: number; publicPort: number; keyExchange: string[] | null };
-  admin: { port: number; host: string; token: string | null };
+  /** hostnames: names besides IP addresses and localhost that requests to the admin listeners may carry as Host */
+  admin: { port: number; host: string; token: string | null; hostnames: string[] };
   metrics: { port: number | null };
   dataDir: string;
   certsDir: string;
@@ -115,6 +116,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
       port: read.port('admin.port', 9180),
       host: ipAddress(read.string('admin.host', '127.0.0.1'), 'admin.host (PORTICO_ADMIN_HOST)', '127.0.0.1 or ::1', problems) ?? '127.0.0.1',
       token: read.secret('admin.token'),
+      hostnames: read.hostnames('admin.hostnames', [], false),
     },
     metrics: { port: read.optionalPort('metrics.port') },
     dataDir: path.resolve(cwd, read.string('dataDir', './data')),
@@ -297,6 +299,7 @@ export function restartOnlyChanges(a: Config, b: Config): string[] {
     'admin.port': c.admin.port,
     'admin.host': c.admin.host,
     'admin.token': c.admin.token,
+    'admin.hostnames': c.admin.hostnames.join(','),
     'metrics.port': c.metrics.port,
     dataDir: c.dataDir,
     certsDir: c.certsDir,

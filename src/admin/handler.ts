@@ -1,6 +1,7 @@
 // The admin listener: /healthz, /readyz, /metrics (no token) and /admin/* (bearer admin token).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { timingSafeEqual, createHash } from 'node:crypto';
+import net from 'node:net';
 import type { Config } from '../config.ts';
 import { HttpError, sendError, sendJson, sendJsonText } from '../errors.ts';
 import { accessLogger, type Logger } from '../log.ts';
@@ -30,6 +31,22 @@ type Params = Record<string, string>;
 type AdminOperation = (req: IncomingMessage, params: Params) => Promise<{ status: number; body?: unknown }>;
 
 const MAX_ADMIN_BODY = 64 * 1024;
+
+/**
+ * Whether the admin listeners answer a request for this Host: one naming an IP address (any port),
+ * `localhost` or a name under it (browsers keep those on loopback), a name the operator listed in
+ * `admin.hostnames`, or none (HTTP/1.0 tools). A web page whose name an attacker re-points at the
+ * admin address (DNS rebinding) sends its own name as Host and is refused.
+ */
+export function adminHostAllowed(host: string | undefined, hostnames: readonly string[]): boolean {
+  if (host === undefined || host === '') return true;
+  if (host.startsWith('[')) {
+    const end = host.indexOf(']');
+    return end > 0 && net.isIPv6(host.slice(1, end)) && /^(:\d*)?$/.test(host.slice(end + 1));
+  }
+  const name = host.replace(/:\d*$/, '').toLowerCase().replace(/\.$/, '');
+  return net.isIPv4(name) || name === 'localhost' || name.endsWith('.localhost') || hostnames.includes(name);
+}
 /** the admin reads answered last, kept for a Redis outage: how many, and their bytes together */
 const SEEN_MAX = 256;
 const SEEN_MAX_BYTES = 8 * 1024 * 1024;
@@ -170,6 +187,9 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
   return (req, res) => {
     const path = (req.url ?? '/').split('?', 1)[0];
     res.once('finish', () => metrics.httpRequests.inc({ route: 'admin', method: req.method ?? 'OTHER', status: res.statusCode }));
+    if (!adminHostAllowed(req.headers.host, config.admin.hostnames)) {
+      return sendError(res, 'misdirected_request', `The admin listener answers requests for an IP address, localhost, or a name in PORTICO_ADMIN_HOSTNAMES, not ${JSON.stringify(req.headers.host)}.`);
+    }
     if (req.method === 'GET' && path === '/healthz') return sendJson(res, 200, { status: 'ok' });
     if (req.method === 'GET' && path === '/readyz') {
       deps.readiness().then(({ status, body }) => sendJson(res, status, body), (err) => fail(res, err, log));
