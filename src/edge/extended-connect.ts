@@ -5,41 +5,37 @@
 // 2. a :protocol other than websocket → 501 (RFC 8441 §4 defines only what websocket means);
 // 3. a Host field naming another site than :authority → 400 (RFC 9113 §8.3.1, request-target.ts);
 //    hostname from :authority; another name than the connection's SNI → 421;
-// 4. only a project's hostnames pass through (the upstream bridge, proxy/websocket-h2.ts); else 404;
+// 4. a project's hostnames pass through (the upstream bridge, proxy/websocket-h2.ts); every other
+//    hostname (the API, a redirect domain, an unknown one) gets what the edge handler answers any
+//    request to it, with its count and line (the API's 401 or 405, a redirect's 308, the 404 page),
+//    as an HTTP/1.1 upgrade does;
 // 5. once the stream is over: one count and one access line, as for any request (pipeline.ts), with
 //    the status it was answered (200: the WebSocket opened, and the line is written when it closes,
 //    its duration the WebSocket's lifetime) and the route label of :authority's hostname from 4. on;
 //    1.–3. refuse before routing, so `unknown` (as for other requests refused before routing). A
 //    stream the visitor reset, or whose connection went, before any answer: 499 (nginx's and
 //    Traefik's "client closed request"), aborted.
-import http2, { type ServerHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
+import http2, { type ServerHttp2Stream, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
-import type { Logger } from '../log.ts';
-import type { Metrics, RouteLabel } from '../metrics.ts';
-import type { Route, RouteTable } from '../routing/route.ts';
-import type { ProxyContext } from '../proxy/project-proxy.ts';
+import type { RouteLabel } from '../metrics.ts';
+import type { Route } from '../routing/route.ts';
 import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
 import { clientIp, type Trust } from './client-ip.ts';
 import { proxiedAddress } from './proxy-protocol.ts';
 import { checkAuthority } from './request-target.ts';
-import { exchangeRecorder } from './pipeline.ts';
+import { createEdgeHandler, exchangeRecorder, type EdgeDeps } from './pipeline.ts';
 
-export interface ConnectDeps {
-  routes: RouteTable;
-  proxy: { connect(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, upstream: string, ctx: ProxyContext): void };
-  metrics: Metrics;
-  log: Logger;
-  trust: Trust;
-}
-
-export type ConnectHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void;
+/** Node's compatibility layer hands a CONNECT stream over as a request and its response */
+export type ConnectHandler = (req: Http2ServerRequest, res: Http2ServerResponse) => void;
 
 /** 5.: the status of a stream over before anything was answered */
 const CLIENT_CLOSED = 499;
 
-export function createConnectHandler(deps: ConnectDeps): ConnectHandler {
+export function createConnectHandler(deps: EdgeDeps): ConnectHandler {
   const record = exchangeRecorder(deps.metrics, deps.log);
-  return (stream, headers) => {
+  const edge = createEdgeHandler(deps);
+  return (req, res) => {
+    const { stream, headers } = req;
     const started = performance.now();
     // a visitor resetting the stream must never become an uncaught 'error'
     stream.on('error', ignore);
@@ -47,7 +43,10 @@ export function createConnectHandler(deps: ConnectDeps): ConnectHandler {
     const socket = stream.session?.socket as TLSSocket | undefined;
     const ip = socket ? clientIp(proxiedAddress(socket)?.address ?? socket.remoteAddress ?? '', headers['x-forwarded-for'], deps.trust) : '';
     let routeLabel: RouteLabel = 'unknown';
+    // 4.: a request the edge handler answers is counted and logged there
+    let answeredByEdge = false;
     stream.once('close', () => {
+      if (answeredByEdge) return;
       const sent = stream.sentHeaders?.[':status'];
       const url = (headers[':path'] as string | undefined) ?? '';
       const q = url.indexOf('?');
@@ -75,7 +74,10 @@ export function createConnectHandler(deps: ConnectDeps): ConnectHandler {
     if (sni && sni !== hostname && !isIpLiteral(sni) && sni.toLowerCase() !== hostname) return refuse(stream, 421);
     const route = deps.routes.resolve(hostname);
     routeLabel = labelOf(route);
-    if (route.kind !== 'project') return refuse(stream, 404);
+    if (route.kind !== 'project') {
+      answeredByEdge = true;
+      return edge(req, res);
+    }
     deps.proxy.connect(stream, headers, route.upstream, { clientIp: ip, hostname, proto: 'https' });
   };
 }

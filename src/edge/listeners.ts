@@ -16,6 +16,7 @@ import { serveStreams } from './h2-stream.ts';
 import type { ConnectHandler } from './extended-connect.ts';
 import { H2_LIMITS, H2_SETTINGS, limitSession } from './h2-limits.ts';
 import { errorBody, sendError } from '../errors.ts';
+import { answerOn } from '../proxy/websocket-h1.ts';
 import type { Trust } from './client-ip.ts';
 import type { OcspStapler } from '../certs/ocsp.ts';
 
@@ -142,9 +143,12 @@ export function createListeners(deps: ListenerDeps): Listeners {
   // HTTP/1.1 Upgrade (WebSocket) requests on the HTTPS listener
   https.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     tracked.upgrade(socket);
-    if (checkTarget(req) !== null) {
+    const problem = checkTarget(req);
+    if (problem !== null) {
+      // the same answer and count as a request refused here (above), then the connection closes
       socket.on('error', () => socket.destroy());
-      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      metrics.httpRequests.inc({ route: 'unknown', method: req.method ?? 'OTHER', status: 400 });
+      sendError(answerOn(req, socket), 'invalid_request', problem, { connection: 'close' });
       return;
     }
     handlers.upgrade(req, socket, head);
@@ -153,7 +157,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
   // parser for HTTP/1.1 requests (request, socket). Over HTTP/1.1 Portico is no forward proxy.
   https.on('connect', (req: http2.Http2ServerRequest | http.IncomingMessage, second: http2.Http2ServerResponse | Duplex) => {
     if (req instanceof http2.Http2ServerRequest) {
-      handlers.connect(req.stream, req.headers);
+      handlers.connect(req, second as http2.Http2ServerResponse);
       return;
     }
     const socket = second as Duplex;

@@ -27,6 +27,8 @@ export interface ProjectProxy {
   web(req: Request, res: Response, upstream: string, ctx: ProxyContext): Promise<void>;
   /** `onEnd` once the visitor's connection has closed: the status it was answered, and whether that answer was cut short or never came */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, upstream: string, ctx: ProxyContext, onEnd: (status: number, aborted: boolean) => void): void;
+  /** an HTTP/2 extended CONNECT (WebSocket) stream (proxy/websocket-h2.ts) */
+  connect(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, upstream: string, ctx: ProxyContext): void;
   /** an HTTP/2 request on Node's core stream API (proxy/forward-h2.ts); never rejects */
   stream?(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, upstream: string, ctx: StreamContext): Promise<void>;
 }

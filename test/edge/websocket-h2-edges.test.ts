@@ -84,11 +84,18 @@ function h2(servername = HOSTNAME): http2.ClientHttp2Session {
 function request(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders) {
   const stream = session.request(headers);
   stream.on('error', () => undefined);
-  const status = new Promise<number>((resolve) => {
-    stream.once('response', (h) => resolve(Number(h[':status'])));
-    stream.once('close', () => resolve(0));
+  const head = new Promise<http2.IncomingHttpHeaders>((resolve) => {
+    stream.once('response', (h) => resolve(h));
+    stream.once('close', () => resolve({}));
   });
-  return { stream, status };
+  return { stream, head, status: head.then((h) => Number(h[':status'] ?? 0)) };
+}
+
+/** an answer's body, to its end */
+async function body(stream: http2.ClientHttp2Stream): Promise<string> {
+  let text = '';
+  for await (const chunk of stream) text += chunk;
+  return text;
 }
 const websocket = (session: http2.ClientHttp2Session, path: string, extra: http2.OutgoingHttpHeaders = {}) =>
   request(session, { ':method': 'CONNECT', ':protocol': 'websocket', ':scheme': 'https', ':path': path, ':authority': HOSTNAME, 'sec-websocket-version': '13', ...extra });
@@ -213,10 +220,15 @@ t.test('one access line and one count per extended CONNECT, with its final statu
   t.equal(await websocket(session, '/ws/two-sites', { host: 'other.localhost' }).status, 400, 'a Host field naming another site → 400');
   const apiSession = h2('api.localhost');
   t.teardown(() => apiSession.close());
-  t.equal(await websocket(apiSession, '/v1/categories', { ':authority': 'api.localhost' }).status, 404, 'the API host → 404');
+  const api = websocket(apiSession, '/v1/categories', { ':authority': 'api.localhost' });
+  t.equal(await api.status, 401, 'the API host → its own answer: 401 without a key');
+  t.match(JSON.parse(await body(api.stream)), { code: 'unauthorized' }, 'with its Error body');
+  t.ok((await api.head)['x-ratelimit-limit'], 'and its rate limit headers, as every /v1 answer');
   const unknownSession = h2('nobody.localhost');
   t.teardown(() => unknownSession.close());
-  t.equal(await websocket(unknownSession, '/ws/nobody', { ':authority': 'nobody.localhost' }).status, 404, 'an unknown host → 404');
+  const unknown = websocket(unknownSession, '/ws/nobody', { ':authority': 'nobody.localhost' });
+  t.equal(await unknown.status, 404, 'an unknown host → 404');
+  t.match(await body(unknown.stream), /<html/i, 'the 404 page, as for any request to it');
   const left = websocket(session, '/ws/silent/left');
   await until('the upstream request', () => connections.some((c) => c.path === '/ws/silent/left'));
   left.stream.close(NGHTTP2_CANCEL);
@@ -227,7 +239,7 @@ t.test('one access line and one count per extended CONNECT, with its final statu
   const lines = connectLines().slice(linesBefore);
   const shape = (l: AccessLine) => `${l.route} ${l.status} ${l.hostname} ${l.path}${l.aborted ? ' aborted' : ''}`;
   t.same(lines.map(shape).sort(), [
-    `api 404 api.localhost /v1/categories`,
+    `api 401 api.localhost /v1/categories`,
     `project 200 ${HOSTNAME} /ws/echo/lifetime`,
     `project 403 ${HOSTNAME} /ws/refuse/upstream`,
     `project 499 ${HOSTNAME} /ws/silent/left aborted`,
@@ -247,7 +259,7 @@ t.test('one access line and one count per extended CONNECT, with its final statu
     'project 200': 1,
     'project 403': 1,
     'project 499': 1,
-    'api 404': 1,
+    'api 401': 1,
     'unknown 404': 1,
     'unknown 400': 1,
     'unknown 405': 1,

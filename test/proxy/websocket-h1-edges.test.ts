@@ -267,6 +267,19 @@ t.test('upgrades to other hosts are routed as any request: 421, the API, a redir
   t.match(await accessLine('/ws'), { status: 308, route: 'redirect', hostname: 'www.chat.example' });
 });
 
+t.test('an upgrade refused before routing (two Host fields) gets the Error body and a count, as a request does', async (t) => {
+  const before = await requests({ route: 'unknown', method: 'GET', status: '400' });
+  const twoHosts = upgradeRequest(HOSTNAME, '/two-hosts').replace('\r\n\r\n', `\r\nHost: other.localhost\r\n\r\n`);
+  const answer = await exchange(twoHosts, HOSTNAME, 2_000);
+  const head = headOf(answer.text);
+  t.equal(head.status, 400);
+  t.equal(JSON.parse(head.body).code, 'invalid_request', 'with the Error body saying why');
+  t.match(JSON.parse(head.body).message, /Host/);
+  t.same(values(head.fields, 'connection'), ['close']);
+  t.ok(answer.closedByServer, 'and the connection closes');
+  t.equal(await requests({ route: 'unknown', method: 'GET', status: '400' }), before + 1, 'counted once, route unknown');
+});
+
 t.test('one count and one access line per upgrade, when it is over: a WebSocket\'s when it closes, with its lifetime', async (t) => {
   answers.set('/counted', (socket, head) => {
     const key = /sec-websocket-key: *(\S+)/i.exec(head)![1];
