@@ -102,9 +102,6 @@ export function createProjectProxy(forwarder: Forwarder, options: ProjectProxyOp
       // the visitor's key: its client checks the upstream's Sec-WebSocket-Accept itself
       const key = req.headers['sec-websocket-key'];
       if (key !== undefined) headers['sec-websocket-key'] = key;
-      // the framing of the request is the proxy's: it goes up without a body (a body sent with an
-      // upgrade reaches the upstream only inside the tunnel, once the upgrade is accepted)
-      delete headers['content-length'];
       passUpgrade(req, socket, head, target, headers, { timeoutMs: options.timeoutMs, hostname: ctx.hostname, onError: () => options.onError('websocket'), onEnd });
     },
 
@@ -196,14 +193,16 @@ function dropped(headers: IncomingHttpHeaders): ReadonlySet<string> {
 
 /**
  * A WebSocket request's end-to-end headers, for either protocol: no pseudo-headers, hop-by-hop,
- * Connection-named or client-sent forwarding headers, and no Sec-WebSocket-Key (over HTTP/2 the
- * bridge makes its own; over HTTP/1.1 the visitor's is added back).
+ * Connection-named or client-sent forwarding headers, no Sec-WebSocket-Key (over HTTP/2 the bridge
+ * makes its own; over HTTP/1.1 the visitor's is added back) and no Content-Length: the upgrade goes up
+ * without a body (what the visitor sends reaches the upstream inside the tunnel, once it is open), so
+ * a length would have the upstream wait for a body that never comes.
  */
 function upgradeHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
   const kept: Record<string, string | string[]> = {};
   const tokens = connectionTokens(headers.connection);
   for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || name.startsWith(':') || isHopByHop(name) || tokens.has(name) || isClientForwarded(name) || name === 'sec-websocket-key') continue;
+    if (value === undefined || name.startsWith(':') || isHopByHop(name) || tokens.has(name) || isClientForwarded(name) || name === 'sec-websocket-key' || name === 'content-length') continue;
     kept[name] = value;
   }
   return kept;

@@ -21,6 +21,8 @@ const { NGHTTP2_CANCEL } = http2.constants;
 // ---- the upstream: a raw TCP server, one request per connection (the bridge uses no pool) ----
 interface UpstreamConnection {
   path: string;
+  /** the request head as received, without its blank line */
+  head: string;
   socket: net.Socket;
   closed: boolean;
 }
@@ -37,7 +39,7 @@ const upstream = net.createServer((socket) => {
     if (end === -1) return;
     socket.off('data', onData);
     const path = head.split(' ')[1];
-    const connection: UpstreamConnection = { path, socket, closed: false };
+    const connection: UpstreamConnection = { path, head: head.slice(0, end), socket, closed: false };
     connections.push(connection);
     socket.once('close', () => (connection.closed = true));
     answer(path, head.slice(0, end), socket);
@@ -192,6 +194,18 @@ t.test('rapid reset with extended CONNECT streams is held like rapid reset with 
   const ws = websocket(session, '/ws/echo/after-cancels');
   t.equal(await ws.status, 200, 'a WebSocket opens on a connection that cancelled streams before');
   t.ok(await echoes(ws.stream, 'still fine'), 'and carries data both ways');
+  ws.stream.close(NGHTTP2_CANCEL);
+});
+
+t.test('an extended CONNECT carrying content-length goes up without it: the upstream waits for no body', async (t) => {
+  const session = h2();
+  t.teardown(() => session.close());
+  const ws = websocket(session, '/ws/echo/with-length', { 'content-length': '32' });
+  t.equal(await ws.status, 200, 'the WebSocket opens');
+  const up = connections.find((c) => c.path === '/ws/echo/with-length');
+  t.ok(up, 'the upstream got the upgrade');
+  t.notMatch(up?.head ?? '', /^content-length:/im, 'without the visitor\'s content-length');
+  t.ok(await echoes(ws.stream, 'after the length'), 'and the tunnel carries data');
   ws.stream.close(NGHTTP2_CANCEL);
 });
 
