@@ -23,13 +23,10 @@ import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
 import { clientIp, type Trust } from './client-ip.ts';
 import { proxiedAddress } from './proxy-protocol.ts';
 import { checkAuthority } from './request-target.ts';
-import { createEdgeHandler, exchangeRecorder, type EdgeDeps } from './pipeline.ts';
+import { CLIENT_CLOSED, createEdgeHandler, exchangeRecorder, type EdgeDeps } from './pipeline.ts';
 
 /** Node's compatibility layer hands a CONNECT stream over as a request and its response */
 export type ConnectHandler = (req: Http2ServerRequest, res: Http2ServerResponse) => void;
-
-/** 5.: the status of a stream over before anything was answered */
-const CLIENT_CLOSED = 499;
 
 export function createConnectHandler(deps: EdgeDeps): ConnectHandler {
   const record = exchangeRecorder(deps.metrics, deps.log);

@@ -2,7 +2,7 @@
 // HTTP/2 fast path: a project's requests over HTTP/2 served on Node's core stream API (h2-stream.ts,
 // proxy/forward-h2.ts) with the same routing, 421, HSTS, metrics and access line.
 import type { TLSSocket } from 'node:tls';
-import type { Http2Session, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import type { Http2ServerResponse, Http2Session, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Hsts } from '../state/types.ts';
@@ -22,6 +22,9 @@ import { notFoundPage, notDeployedPage, sendPage } from './pages.ts';
 import type { StreamHandler } from './h2-stream.ts';
 import type { StreamContext } from '../proxy/forward-h2.ts';
 import { answerOn } from '../proxy/websocket-h1.ts';
+
+/** the status of an exchange over before anything was answered: nginx's and Traefik's "client closed request" */
+export const CLIENT_CLOSED = 499;
 
 export interface ProjectProxy {
   web(req: Request, res: Response, upstream: string, ctx: ProxyContext): Promise<void>;
@@ -99,15 +102,19 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
       logged = true;
       const ms = performance.now() - started;
       // an answer cut short (the upstream failed mid-body, or the visitor left) never finishes: its
-      // line says so, with the status the forwarder left on it (502/504 for an upstream failure)
-      const aborted = res.writableFinished ? undefined : true;
-      recordAnswer(routeLabel, req.method, res.statusCode, ms / 1000);
+      // line says so, with the status the forwarder left on it (502/504 for an upstream failure); a
+      // visitor gone before any answer is 499. A reset HTTP/2 stream counts as finished (forward.ts), so
+      // its reset code says it was cut.
+      const status = res.headersSent ? res.statusCode : CLIENT_CLOSED;
+      const rstCode = (res as Http2ServerResponse).stream?.rstCode;
+      const aborted = res.headersSent && res.writableFinished && !rstCode ? undefined : true;
+      recordAnswer(routeLabel, req.method, status, ms / 1000);
       access?.({
         method: req.method,
         hostname,
         path,
         route: routeLabel,
-        status: res.statusCode,
+        status,
         durationMs: Math.round(ms * 10) / 10,
         clientIp: ip,
         protocol: req.httpVersion,
@@ -182,16 +189,17 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
     const ctx: StreamContext = { clientIp: ip, hostname, hsts: route.hsts ? hstsHeader(route.hsts) : undefined, rawHeaders, status: 0 };
     // a visitor resetting the stream must never become an uncaught 'error'
     stream.on('error', ignore);
-    // as the compatibility layer's 'finish': once the stream is over, reset or not (200 when nothing was sent)
+    // as the compatibility layer's 'finish': once the stream is over, reset or not (499: the visitor
+    // reset it, or its connection went, before any answer)
     stream.once('close', () => {
       const ms = performance.now() - started;
-      const status = ctx.status || 200;
+      const status = ctx.status || CLIENT_CLOSED;
       recordAnswer('project', method, status, ms / 1000);
       if (access) {
         const url = headers[':path'] ?? '/';
         const q = url.indexOf('?');
         // a stream reset by either side (an upstream failure mid-answer, a visitor that cancelled) was cut short
-        const aborted = stream.rstCode !== undefined && stream.rstCode !== 0 ? true : undefined;
+        const aborted = ctx.status === 0 || (stream.rstCode !== undefined && stream.rstCode !== 0) ? true : undefined;
         access({ method, hostname, path: q === -1 ? url : url.slice(0, q), route: 'project', status, durationMs: Math.round(ms * 10) / 10, clientIp: ctx.clientIp, protocol: '2.0', accountId: undefined, aborted });
       }
     });
