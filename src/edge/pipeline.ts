@@ -130,6 +130,17 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
       return;
     }
     const route = routes.resolve(hostname);
+    if (url === '*' && route.kind !== 'unknown') {
+      // `OPTIONS *` asks about the server, not a resource (RFC 9110 §9.3.7): Portico answers it, as Go's
+      // server and so Caddy do; passed on, it would reach the upstream as `OPTIONS /`, another question.
+      // Any other method with `*` is malformed (RFC 9112 §3.2.4; over HTTP/1.1 refused already)
+      routeLabel = route.kind === 'undeployed' ? 'project' : route.kind;
+      if (req.method !== 'OPTIONS') return sendError(res, 'invalid_request', 'The target * is for OPTIONS only (RFC 9112 §3.2.4).');
+      res.statusCode = 200;
+      res.setHeader('content-length', 0);
+      res.end();
+      return;
+    }
     if (route.kind === 'api') {
       routeLabel = 'api';
       if (path !== '/v1' && !path.startsWith('/v1/')) {
@@ -164,14 +175,14 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
   };
 
   // HTTP/2 requests to a project's hostname, the bulk of a browser's traffic, on the core stream API.
-  // Everything else (the API, redirects, 404 and 421 pages, CONNECT, `Expect`) is declined before any
+  // Everything else (the API, redirects, 404 and 421 pages, CONNECT, `Expect`, `OPTIONS *`) is declined before any
   // work and goes through the compatibility layer to the handler above.
   const sessionPeers = new WeakMap<Http2Session, string>();
   handler.stream = (stream, headers, flags, rawHeaders) => {
     const proxyStream = deps.proxy.stream;
     const session = stream.session;
     // a Host field that disagrees with :authority is the 'request' listener's 400 (request-target.ts)
-    if (proxyStream === undefined || session === undefined || headers[':method'] === 'CONNECT' || headers.expect !== undefined || (headers.host !== undefined && checkAuthority(headers) !== null)) return false;
+    if (proxyStream === undefined || session === undefined || headers[':method'] === 'CONNECT' || headers.expect !== undefined || headers[':path'] === '*' || (headers.host !== undefined && checkAuthority(headers) !== null)) return false;
     const hostname = hostnameOf((headers.host ?? headers[':authority']) as string | undefined);
     const socket = session.socket as TLSSocket;
     if (misdirected(socket, hostname)) return false;

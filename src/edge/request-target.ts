@@ -1,7 +1,8 @@
 // What RFC 9112 asks of an HTTP/1.1 request's Host and target beyond what Node's parser (llhttp)
 // already refuses with its own 400 (CL with TE, two Content-Lengths, obs-fold, bare LF, NUL):
 // 1. no Host field line, or more than one → 400 (§3.2): two Hosts let two parsers pick different sites;
-// 2. an absolute-form target (`GET https://shop.example.com/x HTTP/1.1`) names the site by its
+// 2. the asterisk-form target `*` goes with OPTIONS only (§3.2.4) → 400 with any other method;
+// 3. an absolute-form target (`GET https://shop.example.com/x HTTP/1.1`) names the site by its
 //    authority, and the Host field is ignored (§3.2.2): the request is rewritten to origin-form with
 //    Host = that authority, so routing, the SNI rule (421) and the upstream all see the one name.
 //    Only http and https URIs with an authority and no userinfo (RFC 9110 §4.2.4) are accepted.
@@ -25,7 +26,10 @@ export function checkTarget(req: IncomingMessage): string | null {
   const url = req.url ?? '/';
   // origin-form (nearly every request) and `OPTIONS *` need nothing more than the Host naming the site
   // (HTTP/1.0 may leave it out, but then no site is named: an absolute-form target names one itself)
-  if (url.charCodeAt(0) === 47 /* / */ || url === '*') return hosts === 1 ? null : 'A request must carry a Host header field naming the site (RFC 9112 §3.2).';
+  if (url.charCodeAt(0) === 47 /* / */ || url === '*') {
+    if (url === '*' && req.method !== 'OPTIONS') return 'The target * is for OPTIONS only (RFC 9112 §3.2.4).';
+    return hosts === 1 ? null : 'A request must carry a Host header field naming the site (RFC 9112 §3.2).';
+  }
   const absolute = ABSOLUTE_FORM.exec(url);
   if (!absolute) return 'The request target must be a path or an absolute http(s) URI (RFC 9112 §3.2).';
   const path = absolute[2] ?? '/';
