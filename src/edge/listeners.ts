@@ -125,7 +125,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
     limitSession(session, { streamIdleMs: () => t.requestMs, onAbuse: (reason) => metrics.http2Abuse.inc({ reason }) }),
   );
   https.on('request', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
-    const h1 = req.httpVersionMajor === 1;
+    const h1 = req.httpVersionMajor !== 2;
     if (h1) {
       tracked.request(req, res);
       if (tracked.draining) res.setHeader('connection', 'close');

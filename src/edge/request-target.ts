@@ -1,5 +1,6 @@
 // What RFC 9112 asks of an HTTP/1.1 request's Host and target beyond what Node's parser (llhttp)
 // already refuses with its own 400 (CL with TE, two Content-Lengths, obs-fold, bare LF, NUL):
+// 0. an HTTP/0.9 request line (no version) → 400;
 // 1. no Host field line, or more than one → 400 (§3.2): two Hosts let two parsers pick different sites;
 // 2. the asterisk-form target `*` goes with OPTIONS only (§3.2.4) → 400 with any other method;
 // 3. an absolute-form target (`GET https://shop.example.com/x HTTP/1.1`) names the site by its
@@ -16,6 +17,9 @@ const ABSOLUTE_FORM = /^https?:\/\/([^/?#@\s]+)([/?][^#\s]*)?$/i;
 
 /** null when the request may go on (rewritten in place if it was absolute-form), else why it is a 400 */
 export function checkTarget(req: IncomingMessage): string | null {
+  // a request line without a version is HTTP/0.9 (RFC 9112 Appendix C.1), which has no Host and no
+  // fields at all: whatever the parser read after it is nothing a client meant
+  if (req.httpVersionMajor === 0) return 'HTTP/0.9 requests are not served: send HTTP/1.1 or HTTP/2.';
   const raw = req.rawHeaders;
   let hosts = 0;
   for (let i = 0; i < raw.length; i += 2) {

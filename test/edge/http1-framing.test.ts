@@ -78,6 +78,18 @@ t.test('rfc9112-absolute-form: the target\'s authority routes, the Host field is
   t.match(redirect, /\r\nlocation: https:\/\/shop\.example\.com\/cart\?id=2\r\n/i, '…to its own authority, path and query');
 });
 
+t.test('an HTTP/0.9 request line (no version) is 400 on both listeners, never routed', async (t) => {
+  for (const plain of [false, true]) {
+    for (const text of ['GET /echo\r\n\r\n', 'GET /echo\r\nHost: site.localhost\r\n\r\n']) {
+      const answer = await exchange(text, { plain });
+      const name = `${plain ? 'http' : 'https'} ${JSON.stringify(text)}`;
+      t.match(answer, /^HTTP\/1\.1 400 /, `${name} → 400 (was 421 without Host, the upstream's 200 with one)`);
+      t.match(answer, /HTTP\/0\.9 requests are not served/, `${name}: saying why`);
+      t.notMatch(answer, /"url":"\/echo"/, `${name}: nothing from the upstream`);
+    }
+  }
+});
+
 // Each probe below is refused by Node's parser (llhttp) before Portico sees a request: these tests
 // keep it that way if the listener or its options change. Each carries a second, smuggled request
 // that must never be answered.
