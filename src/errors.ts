@@ -23,6 +23,7 @@ export const ERRORS = {
   rate_limited: [429, 'Rate limit exceeded.'],
   key_banned: [429, 'This key is temporarily banned for calling while rate limited.'],
   internal_error: [500, 'Internal error.'],
+  not_implemented: [501, 'Not implemented.'],
   bad_gateway: [502, 'The upstream could not be reached.'],
   service_unavailable: [503, 'The service is temporarily unavailable.'],
   gateway_timeout: [504, 'The upstream did not answer in time.'],

@@ -80,9 +80,12 @@ export async function proxyStream(client: Http1Client, stream: ServerHttp2Stream
     respond(stream, 400, JSON.stringify(errorBody('invalid_request', 'The request target is not valid.')), 'application/json; charset=utf-8', ctx);
     return;
   }
-  // END_STREAM on the request's HEADERS frame: there is no body, whatever the method
+  // END_STREAM on the request's HEADERS frame: there is no body, whatever the method. Without it DATA
+  // may follow, whatever the method too: a GET's body goes up as forward.ts sends it (chunked unless
+  // its length was declared), never dropped. An empty body goes as none: the client writes
+  // `content-length: 0` for POST, PUT, PATCH
   const declared = headers['content-length'];
-  const hasBody = (flags & NGHTTP2_FLAG_END_STREAM) === 0 && ((method !== 'GET' && method !== 'HEAD') || declared !== undefined);
+  const hasBody = (flags & NGHTTP2_FLAG_END_STREAM) === 0;
   const bodyLength = hasBody && typeof declared === 'string' && DIGITS.test(declared) ? Number(declared) : undefined;
   const call = client.request(origin, {
     head: `${method} ${path} HTTP/1.1\r\n${requestLines(headers, ctx)}`,

@@ -11,7 +11,11 @@
 // - an idle connection is not reused past the upstream's `Keep-Alive: timeout` hint minus a second
 //   (default 4 s; one never taken again closes after timeoutMs), so a request rarely meets a connection
 //   the upstream is closing; when it does (a reused connection closes before one byte of the answer)
-//   a request without a body is retried once on a new connection;
+//   an idempotent request without a body is retried once on a new connection. Any other request may
+//   have been read and acted on before the close: it fails as it would unretried (RFC 9110 §9.2.2,
+//   RFC 9112 §9.3.1: a proxy MUST NOT retry a non-idempotent request automatically);
+// - a request without a body whose method means to carry one (POST, PUT, PATCH) goes up with
+//   `content-length: 0` (RFC 9110 §8.6), as Go's Transport and Node's client send it;
 // - obs-fold, a malformed status line or header, conflicting Content-Length: the answer is refused ('other');
 // - 1xx answers other than 101 are skipped, at most 32 of them (more: refused); 101 outside an upgrade is refused;
 // - timeouts: connecting (connectTimeoutMs); the final answer head complete within timeoutMs of the
@@ -46,6 +50,8 @@ export interface Call {
 }
 
 const DEFAULT_IDLE_MS = 4_000;
+// RFC 9110 §9.2.2: the methods whose request, sent twice, has the effect of sending it once
+const IDEMPOTENT: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
 export function createHttp1Client(options: ClientOptions): Http1Client {
   const origins = new Map<string, Origin>();
@@ -196,7 +202,7 @@ class Pending implements Call, Attempt {
 
   /** the connection failed before a byte of the answer: true when the request went again */
   retry(conn: Connection): boolean {
-    if (this.#retried || this.#settled || !conn.reused || this.exchange.body !== null) return false;
+    if (this.#retried || this.#settled || !conn.reused || this.exchange.body !== null || !IDEMPOTENT.has(this.exchange.method)) return false;
     const fresh = this.#fresh();
     if (fresh === undefined) return false;
     this.#retried = true;

@@ -29,6 +29,10 @@ const MAX_HEAD = 64 * 1024;
 const HEAD_END = Buffer.from('\r\n\r\n');
 // 100 Continue and 103 Early Hints come a few at a time; more than this is a flood (502)
 const MAX_INTERIM = 32;
+// methods whose request means to carry content: sent without a body, they say so with
+// `content-length: 0` (RFC 9110 §8.6; an upstream may answer 411 otherwise). Go's Transport picks the
+// same three; GET, HEAD and the rest go without framing fields
+const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH']);
 
 export class Connection {
   readonly socket: net.Socket;
@@ -156,7 +160,9 @@ export class Connection {
     this.#interim = 0;
     const socket = this.socket;
     if (this.reused) socket.ref();
-    const framing = exchange.body === null ? '' : exchange.bodyLength === undefined ? 'transfer-encoding: chunked\r\n' : `content-length: ${exchange.bodyLength}\r\n`;
+    const framing = exchange.body === null
+      ? (BODY_METHODS.has(exchange.method) ? 'content-length: 0\r\n' : '')
+      : exchange.bodyLength === undefined ? 'transfer-encoding: chunked\r\n' : `content-length: ${exchange.bodyLength}\r\n`;
     socket.write(`${exchange.head}host: ${this.origin.hostHeader}\r\n${framing}\r\n`, 'latin1');
     if (exchange.body === null) {
       this.#bodySent = true;

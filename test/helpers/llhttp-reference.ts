@@ -18,6 +18,7 @@ interface Parser {
 interface ParserClass {
   new (): Parser;
   RESPONSE: number;
+  REQUEST: number;
   kOnHeaders: number;
   kOnHeadersComplete: number;
   kOnBody: number;
@@ -25,7 +26,7 @@ interface ParserClass {
 }
 
 // node:http's own parser binding (lib/_http_common.js): the same llhttp build Node's client uses
-const { HTTPParser } = createRequire(import.meta.url)('_http_common') as { HTTPParser: ParserClass };
+const { HTTPParser, methods: LLHTTP_METHODS } = createRequire(import.meta.url)('_http_common') as { HTTPParser: ParserClass; methods: string[] };
 
 /** What llhttp makes of `parts` (fed in that order, then the close) as the answer to `method`. */
 export function llhttpVerdict(parts: Buffer[], method: string): Verdict {
@@ -126,6 +127,51 @@ export function llhttpMessages(data: Buffer, methods: string[]): { messages: Mes
     const result = parser.execute(data);
     const end = parser.finish();
     return { messages, rest: result instanceof Error || end instanceof Error || current !== null };
+  } finally {
+    parser.close();
+  }
+}
+
+// llhttp in request mode, as node:http's server drives it
+
+export interface Read {
+  method: string;
+  url: string;
+  /** lowercased names, Host and Connection left out (each client writes its own) */
+  fields: string[];
+  body: string;
+}
+
+/** every request llhttp reads from `data`, and whether bytes were left that no complete request explains */
+export function llhttpRequests(data: Buffer): { requests: Read[]; rest: boolean } {
+  const parser = new HTTPParser();
+  parser.initialize(HTTPParser.REQUEST, {}, 0, 0);
+  const requests: Read[] = [];
+  let fields: string[] = [];
+  let current: Read | null = null;
+  parser[HTTPParser.kOnHeaders] = (more: string[]) => fields.push(...more);
+  parser[HTTPParser.kOnHeadersComplete] = (_major: number, _minor: number, raw: string[] | undefined, method: number, url: string) => {
+    if (raw) fields.push(...raw);
+    const kept: string[] = [];
+    for (let i = 0; i < fields.length; i += 2) {
+      const name = fields[i].toLowerCase();
+      if (name !== 'host' && name !== 'connection') kept.push(name, fields[i + 1]);
+    }
+    fields = [];
+    current = { method: LLHTTP_METHODS[method], url, fields: kept, body: '' };
+    return 0;
+  };
+  parser[HTTPParser.kOnBody] = (chunk: Buffer) => {
+    if (current) current.body += Buffer.from(chunk).toString('latin1');
+  };
+  parser[HTTPParser.kOnMessageComplete] = () => {
+    if (current) requests.push(current);
+    current = null;
+  };
+  try {
+    const result = parser.execute(data);
+    const end = parser.finish();
+    return { requests, rest: result instanceof Error || end instanceof Error || current !== null };
   } finally {
     parser.close();
   }

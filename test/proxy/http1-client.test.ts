@@ -651,6 +651,30 @@ t.test('a request with a body on a reused connection the upstream drops is not r
   t.equal(upstream.accepted, 1, 'not sent again');
 });
 
+t.test('only an idempotent request is retried: a POST or PATCH without a body on a reused connection the upstream drops fails (reset)', async (t) => {
+  // the upstream reads the request (and may act on it) before the close: sent twice, a charge is made twice
+  const upstream = await rawServer(t, (req) => {
+    if (req.index === 0) req.socket.write(answerOf(`conn ${req.conn}`));
+    else req.socket.destroy();
+  });
+  const client = newClient(t);
+  for (const method of ['POST', 'PATCH', 'LOCK']) {
+    await get(client, upstream.origin);
+    const before = upstream.requests.length;
+    const sent = send(client, upstream.origin, { method, path: '/charge' });
+    t.equal((await failure(sent.call.done)).kind, 'reset', method);
+    t.notOk(sent.call.answered);
+    t.equal(upstream.requests.length - before, 1, `${method}: sent once`);
+  }
+  for (const method of ['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']) {
+    await get(client, upstream.origin);
+    const before = upstream.requests.length;
+    const answer = await get(client, upstream.origin, { method, path: '/again' });
+    t.equal(answer.status, 200, `${method}: answered`);
+    t.equal(upstream.requests.length - before, 2, `${method}: retried once (RFC 9110 §9.2.2)`);
+  }
+});
+
 t.test('a retry takes the dropped connection\'s slot: maxConnections holds', async (t) => {
   const upstream = await rawServer(t, (req) => {
     if (req.index === 0) void sleep(50).then(() => req.socket.write(answerOf(`conn ${req.conn}`)));
@@ -793,6 +817,17 @@ t.test('a request body with bodyLength goes up with Content-Length, byte for byt
     `POST /upload HTTP/1.1\r\ncontent-type: text/plain\r\nhost: 127.0.0.1:${upstream.port}\r\ncontent-length: 11\r\n\r\nhello world`);
   t.equal((await get(client, upstream.origin)).body, 'got 0');
   t.equal(upstream.accepted, 1, 'reused after a complete exchange with a body');
+});
+
+t.test('no body: content-length: 0 for POST, PUT, PATCH (RFC 9110 §8.6, as Go\'s Transport); no framing field for other methods', async (t) => {
+  const upstream = await rawServer(t, (req) => req.socket.write(req.head.startsWith('HEAD ') ? 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n' : answerOf('ok')));
+  const client = newClient(t);
+  for (const method of ['POST', 'PUT', 'PATCH', 'GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE', 'PROPFIND']) {
+    await get(client, upstream.origin, { method, path: '/empty' });
+    const framing = ['POST', 'PUT', 'PATCH'].includes(method) ? 'content-length: 0\r\n' : '';
+    t.equal(upstream.requests.at(-1)!.bytes.toString('latin1'), `${method} /empty HTTP/1.1\r\nhost: 127.0.0.1:${upstream.port}\r\n${framing}\r\n`, method);
+  }
+  t.equal(upstream.accepted, 1, 'one connection for all');
 });
 
 t.test('a request body longer or shorter than bodyLength: cut at the length, the exchange fails, the connection closed', async (t) => {
