@@ -7,6 +7,12 @@ import type { Decision } from './ratelimit/limiter.ts';
 
 export const ROUTE_LABELS = ['api', 'project', 'redirect', 'acme', 'unknown', 'admin'] as const;
 export type RouteLabel = (typeof ROUTE_LABELS)[number];
+/** the methods counted by name; any other is `OTHER` (a method is the visitor's to make up) */
+export const METHOD_LABELS: readonly string[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT'];
+
+export function methodLabel(method: string | undefined): string {
+  return method !== undefined && METHOD_LABELS.includes(method) ? method : 'OTHER';
+}
 
 export function createMetrics() {
   const registry = new Registry();

@@ -5,7 +5,7 @@ import net from 'node:net';
 import type { Config } from '../config.ts';
 import { HttpError, sendError, sendJson, sendJsonText } from '../errors.ts';
 import { accessLogger, type Logger } from '../log.ts';
-import type { Metrics } from '../metrics.ts';
+import { methodLabel, type Metrics } from '../metrics.ts';
 import type { Stores } from '../state/types.ts';
 import { readJsonObject } from '../api/body.ts';
 import { fail } from '../edge/pipeline.ts';
@@ -186,23 +186,29 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
 
   return (req, res) => {
     const path = (req.url ?? '/').split('?', 1)[0];
-    res.once('finish', () => metrics.httpRequests.inc({ route: 'admin', method: req.method ?? 'OTHER', status: res.statusCode }));
+    res.once('finish', () => metrics.httpRequests.inc({ route: 'admin', method: methodLabel(req.method), status: res.statusCode }));
     if (!adminHostAllowed(req.headers.host, config.admin.hostnames)) {
       return sendError(res, 'misdirected_request', `The admin listener answers requests for an IP address, localhost, or a name in PORTICO_ADMIN_HOSTNAMES, not ${JSON.stringify(req.headers.host)}.`);
     }
-    if (req.method === 'GET' && path === '/healthz') return sendJson(res, 200, { status: 'ok' });
-    if (req.method === 'GET' && path === '/readyz') {
+    // the fixed pages: HEAD wherever GET works (a load balancer's health check may use it; Node leaves
+    // the body out), any other method 405, as on /admin/*
+    const read = req.method === 'GET' || req.method === 'HEAD';
+    if (!read && (path === '/healthz' || path === '/readyz' || path === '/metrics' || (path === '/' && !options.metricsOnly))) {
+      return sendError(res, 'method_not_allowed', `${req.method} is not allowed on ${path}.`, { allow: 'GET, HEAD' });
+    }
+    if (read && path === '/healthz') return sendJson(res, 200, { status: 'ok' });
+    if (read && path === '/readyz') {
       deps.readiness().then(({ status, body }) => sendJson(res, status, body), (err) => fail(res, err, log));
       return;
     }
-    if (req.method === 'GET' && path === '/metrics') {
+    if (read && path === '/metrics') {
       metrics.text().then((text) => {
         res.setHeader('content-type', metrics.registry.contentType);
         res.end(text);
       }, (err) => fail(res, err, log));
       return;
     }
-    if (!options.metricsOnly && (req.method === 'GET' || req.method === 'HEAD') && path === '/') {
+    if (!options.metricsOnly && read && path === '/') {
       // the page holds no data: it asks for the admin token and calls /admin/* with it
       res.writeHead(200, {
         'content-type': 'text/html; charset=utf-8',

@@ -3,7 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterReads } from '../after-reads.ts';
 import { hostnameFromHost } from '../routing/hostname.ts';
-import type { Metrics } from '../metrics.ts';
+import { methodLabel, type Metrics } from '../metrics.ts';
 import { checkTarget } from './request-target.ts';
 
 const CHALLENGE_PREFIX = '/.well-known/acme-challenge/';
@@ -19,7 +19,7 @@ export function createHttpHandler(deps: HttpListenerDeps): (req: IncomingMessage
   const port = deps.publicHttpsPort === 443 ? '' : `:${deps.publicHttpsPort}`;
   return (req, res) => {
     const done = (route: 'acme' | 'redirect' | 'unknown') =>
-      res.once('finish', () => deps.metrics.httpRequests.inc({ route, method: req.method ?? 'OTHER', status: res.statusCode }));
+      res.once('finish', () => deps.metrics.httpRequests.inc({ route, method: methodLabel(req.method), status: res.statusCode }));
     // two Host fields → 400; an absolute-form target is rewritten to its path with Host = its authority
     const problem = checkTarget(req);
     if (problem !== null) {

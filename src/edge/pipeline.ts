@@ -9,7 +9,7 @@ import type { Hsts } from '../state/types.ts';
 import type { ProxyContext } from '../proxy/project-proxy.ts';
 import { HttpError, sendError, type Response } from '../errors.ts';
 import { accessLogger, type AccessEntry, type Logger } from '../log.ts';
-import { ROUTE_LABELS, type Metrics, type RouteLabel } from '../metrics.ts';
+import { METHOD_LABELS, ROUTE_LABELS, type Metrics, type RouteLabel } from '../metrics.ts';
 import type { Series, Tally } from '../metrics-tally.ts';
 import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
 import type { RouteTable } from '../routing/route.ts';
@@ -303,7 +303,7 @@ function answerMetrics(metrics: Metrics): (route: RouteLabel, method: string | u
   const counts = new Map<number, Tally>();
   const durations = new Map<RouteLabel, Series>();
   return (route, method, status, seconds) => {
-    const methodIndex = method === undefined ? -1 : METHODS.indexOf(method);
+    const methodIndex = method === undefined ? -1 : METHOD_LABELS.indexOf(method);
     // statuses are three digits (Node refuses others); the route's index is its position in ROUTE_LABELS
     const key = (ROUTE_LABELS.indexOf(route) * 16 + methodIndex + 1) * 1000 + status;
     let count = counts.get(key);
@@ -314,8 +314,6 @@ function answerMetrics(metrics: Metrics): (route: RouteLabel, method: string | u
     metrics.httpDuration.observe(duration, seconds);
   };
 }
-
-const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'CONNECT'];
 
 /**
  * The metrics and access line of an exchange answered outside the handler above (a WebSocket over
