@@ -22,19 +22,7 @@ export async function readJsonObject(req: Request, maxBytes: number, { optional 
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge(maxBytes);
   if (!isJsonContentType(contentType) && !(optional && contentType === undefined)) throw new HttpError('unsupported_media_type');
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of req as AsyncIterable<Buffer>) {
-      size += chunk.length;
-      if (size > maxBytes) throw tooLarge(maxBytes);
-      chunks.push(chunk);
-    }
-  } catch (err) {
-    if (err instanceof HttpError) throw err;
-    // the client went away mid-body: nobody reads the answer, and it is not a failure of ours
-    throw new HttpError('invalid_request', 'The request body ended early: the client closed the connection.');
-  }
+  const { chunks, size } = await readCapped(req, maxBytes);
   if (size === 0 && optional) return {};
   if (!isJsonContentType(contentType)) throw new HttpError('unsupported_media_type');
   let text: string;
@@ -53,6 +41,50 @@ export async function readJsonObject(req: Request, maxBytes: number, { optional 
     throw new HttpError('invalid_request', `The body must be a JSON object, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}.`);
   }
   return value as Record<string, unknown>;
+}
+
+/**
+ * The body's bytes, up to `maxBytes`. Past it, the rest is drained without destroying the request:
+ * the HTTP/1.1 connection stays usable after the 413 and over HTTP/2 only the stream ends. Destroying it (as leaving a `for await` early does) reset the
+ * HTTP/1.1 connection after an answer that promised keep-alive, and closed the visitor's whole HTTP/2
+ * connection.
+ */
+function readCapped(req: Request, maxBytes: number): Promise<{ chunks: Buffer[]; size: number }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('close', onClose);
+      req.off('error', onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        stop();
+        // the rest is read and dropped, so the connection (HTTP/1.1) or the stream's flow control
+        // (HTTP/2) is not left waiting on bytes nobody reads
+        req.resume();
+        reject(tooLarge(maxBytes));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      stop();
+      resolve({ chunks, size });
+    };
+    // the client went away mid-body: nobody reads the answer, and it is not a failure of ours
+    const onClose = () => {
+      stop();
+      reject(new HttpError('invalid_request', 'The request body ended early: the client closed the connection.'));
+    };
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('close', onClose);
+    req.once('error', onClose);
+  });
 }
 
 function tooLarge(maxBytes: number): HttpError {
