@@ -9,6 +9,7 @@ import { openEmbeddedStores } from './state/embedded.ts';
 import type { Stores } from './state/types.ts';
 import type { RateLimiter } from './ratelimit/limiter.ts';
 import { MemoryLimiter } from './ratelimit/memory-limiter.ts';
+import { watchRedis, type RedisWatch } from './state/redis-watch.ts';
 import { ensureFallbackCertificate } from './certs/fallback.ts';
 import { loadOrCreateToken } from './admin/token.ts';
 import { openFileCertStores } from './certs/file-store.ts';
@@ -69,7 +70,8 @@ interface Shared {
   routes: RouteTable;
   certificates: CertificateManager;
   adminToken: string;
-  redisState(): 'embedded' | 'ok' | 'degraded' | 'down';
+  /** Redis answers (a fresh PING, see watchRedis); null: embedded state */
+  redisUp: (() => Promise<boolean>) | null;
   /** the Redis topology (null: embedded) */
   redisMode: RedisMode | null;
   reload(): Promise<void>;
@@ -85,7 +87,8 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   let issuingState: IssuingState;
   let ticketKeys: TicketKeySource;
   let limiter: RateLimiter;
-  let redisState: Shared['redisState'];
+  let redisUp: Shared['redisUp'] = null;
+  let redisWatch: RedisWatch | null = null;
   let redisMode: RedisMode | null = null;
   if (config.redis.url) {
     // the Redis backends, and ioredis (~0.17 s to load), only when state is shared
@@ -116,10 +119,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     ticketKeys = redisTicketKeys(connections.client, TICKET_PERIOD_SECONDS);
     const failover = new FailoverLimiter(new RedisLimiter(connections), new MemoryLimiter(), {
       mode: config.ratelimit.onRedisDown,
-      onRedisState: (up) => {
-        metrics.redisUp.set(up ? 1 : 0);
-        log.warn({ redis: up ? 'up' : 'down' }, up ? 'Redis is back; shared limits in force again' : 'Redis unreachable; serving from this instance');
-      },
+      onRedisState: () => redisWatch?.update(),
       onCommandError: (err) => {
         connections.health.failedAt = Date.now();
         connections.reportError(err, 'limiter');
@@ -131,18 +131,27 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
       probeInBackground: true,
     });
     limiter = failover;
-    metrics.redisUp.set(connections.client.status === 'ready' ? 1 : 0);
-    connections.client.on('ready', () => metrics.redisUp.set(1));
-    connections.client.on('close', () => metrics.redisUp.set(0));
-    redisState = () => (connections.client.status === 'ready' ? 'ok' : current.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down');
+    const watch = watchRedis({
+      ping: async () => (await stores.health()) === 'ok',
+      connected: () => connections.client.status === 'ready',
+      limiterUp: () => failover.redisUp,
+      onChange: (up) => {
+        metrics.redisUp.set(up ? 1 : 0);
+        log.warn({ redis: up ? 'up' : 'down' }, up ? 'Redis is back; shared limits in force again' : 'Redis unreachable; serving from this instance');
+      },
+    });
+    metrics.redisUp.set(watch.up ? 1 : 0);
+    connections.client.on('ready', () => void watch.check());
+    connections.client.on('close', () => watch.update());
+    redisWatch = watch;
+    redisUp = () => watch.check();
     log.info({ redis: redact(config.redis.url), mode: connections.mode }, 'state in Redis (shared)');
   } else {
-    stores = await openEmbeddedStores(config.dataDir);
+    stores = await openEmbeddedStores(config.dataDir, { onEvent: (level, message, fields) => log[level](fields, message) });
     certStores = openFileCertStores(config.certsDir, config.acme.directory);
     issuingState = { limits: openFileCaLimits(config.dataDir), queue: openFileOrderQueue(config.dataDir), accountKeys: (directory) => openFileCertStores(config.certsDir, directory).accountKey };
     ticketKeys = fileTicketKeys(config.dataDir);
     limiter = new MemoryLimiter();
-    redisState = () => 'embedded';
     log.info({ dataDir: config.dataDir }, 'state embedded in the data dir');
   }
   let current = config;
@@ -192,7 +201,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
 
   // 4. the handlers that depend on configuration, rebuilt on reload
   const proxy = createProjectProxy(forwarder, { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) });
-  const shared: Shared = { stores, certStores, domainTurns, limiter, metrics, log, forwarder, proxy, routes, certificates, checks, adminToken, redisState, redisMode, reload: () => reload() };
+  const shared: Shared = { stores, certStores, domainTurns, limiter, metrics, log, forwarder, proxy, routes, certificates, checks, adminToken, redisUp, redisMode, reload: () => reload() };
   const handlers = buildHandlers(config, shared);
   const ocsp = createOcspStapler({ onError: (err) => log.warn({ err: (err as Error).message }, 'could not fetch an OCSP response to staple') });
   const listeners = createListeners({ config, fallback, secureContext: (name) => certificates.secureContext(name), handlers, ocsp, metrics, trust: createTrust(config.trustedProxies) });
@@ -241,6 +250,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
         certificates.stop();
         await scheduler.stop();
         stopTickets();
+        redisWatch?.stop();
         await listeners.close(current.timeouts.shutdownMs);
         await proxy.close();
         await forwarder.close();
@@ -271,9 +281,12 @@ function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
   });
   const edgeDeps = { routes, proxy: shared.proxy, publicHttpsPort: config.https.publicPort, api, metrics, log, trust };
   const readiness = async (): Promise<{ status: number; body: Record<string, string> }> => {
-    const state = shared.redisState();
-    if (state === 'embedded') return { status: 200, body: { status: 'ok', state: 'embedded' } };
-    const redis = state === 'ok' && (await stores.health()) === 'down' ? (config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down') : state;
+    if (!shared.redisUp) {
+      // embedded: ready while the data dir takes writes (a full disk answers every change 503)
+      if ((await stores.health()) === 'ok') return { status: 200, body: { status: 'ok', state: 'embedded' } };
+      return { status: 503, body: { status: 'unavailable', state: 'embedded', writes: 'failing' } };
+    }
+    const redis = (await shared.redisUp()) ? 'ok' : config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down';
     return { status: redis === 'down' ? 503 : 200, body: { status: redis === 'down' ? 'unavailable' : 'ok', redis, mode: shared.redisMode ?? 'standalone' } };
   };
   const adminDeps = { config, adminToken: shared.adminToken, stores, domains, metrics, log, readiness, reload: shared.reload };

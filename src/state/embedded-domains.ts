@@ -14,17 +14,21 @@
 //   with an event it lives in the body file too; `<hostname>.certificate.json` is read while it does not.
 //   A hostname too long for a file name (over 238 characters) names its files by a digest (stemOf).
 // Order of writes: the body file first, then the index entry; a crash in between leaves a file no
-// index names, which a later add of that hostname overwrites.
+// index names, which a later add of that hostname overwrites. A body file that fails to be written (a
+// full disk) rejects with STATE_UNAVAILABLE and counts as a failed write of the data dir.
+// A body file that cannot be read (damaged by hand or by the disk) is that domain's problem alone: its
+// project's lists leave it out (logged once, naming the file) and reading the domain itself fails,
+// until the file is repaired or restored. Routing goes by the index and keeps serving it.
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { AppendLog } from './append-log.ts';
+import { AppendLog, type AppendLogOptions, type WriteReports } from './append-log.ts';
 import { keyedTurns } from '../turns.ts';
 import type { Tables } from './embedded.ts';
 import { DomainIndex, indexEntryOf } from './domain-index.ts';
 import { DomainSnapshot, type IndexEntry } from './domain-snapshot.ts';
-import { ownerAfterRemoval, ownerOf, type CertificateState, type Domain, type DomainStore, type PreviousOwner } from './types.ts';
+import { ownerAfterRemoval, ownerOf, stateUnavailable, type CertificateState, type Domain, type DomainStore, type PreviousOwner } from './types.ts';
 import { appendBounded, eventList, oldestFirst, type DomainEvent } from '../domains/events.ts';
 
 /** what the body file holds: the domain, its timeline, and (once written with an event) its certificate state */
@@ -57,7 +61,16 @@ export interface EmbeddedDomains {
   close(): Promise<void>;
 }
 
-export async function openEmbeddedDomains(tables: Tables, dataDir: string, compactAt = COMPACT_AT): Promise<EmbeddedDomains> {
+export interface EmbeddedDomainsOptions {
+  /** log records replayed at most at start; past this the index is written anew */
+  compactAt?: number;
+  /** domains.log's options: the data dir's write health (body files report to it too), the torn-tail notice */
+  log?: AppendLogOptions;
+  tell?(level: 'error', message: string, fields: Record<string, unknown>): void;
+}
+
+export async function openEmbeddedDomains(tables: Tables, dataDir: string, options: EmbeddedDomainsOptions = {}): Promise<EmbeddedDomains> {
+  const { compactAt = COMPACT_AT, log: logOptions = {}, tell = () => undefined } = options;
   const dir = path.join(dataDir, 'domains');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const snapshotFile = path.join(dataDir, 'domains.index');
@@ -65,7 +78,10 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
   const log = await AppendLog.open(path.join(dataDir, 'domains.log'), (record) => {
     const { h, e } = record as IndexRecord;
     index.set(h, e);
-  });
+  }, logOptions);
+  const writeDurable = (file: string, content: string | Buffer) => writeFileDurable(file, content, logOptions.health);
+  // body files that could not be read, each told once (until it reads again)
+  const unreadable = new Set<string>();
   const history = tables.table<History>('domainHistory');
   // one write at a time per domain file: read-modify-write of the timeline must not interleave
   const serial = keyedTurns();
@@ -97,7 +113,9 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
 
   async function read(hostname: string): Promise<Domain | null> {
     if (!index.get(hostname)) return null;
-    const body = await readBodyWithoutEvents(fileOf(hostname, 'domain'));
+    const file = fileOf(hostname, 'domain');
+    const body = await readBodyWithoutEvents(file);
+    unreadable.delete(file);
     if (!body) return null;
     const { events: _events, certificate, ...domain } = body;
     return { ...domain, certificate: certificate ?? (await readJson<CertificateState>(fileOf(hostname, 'certificate'))) ?? { status: 'none' } };
@@ -121,7 +139,14 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, compa
   const domains: DomainStore = {
     get: read,
     listByProject: async (projectId) => {
-      const found = await Promise.all(index.hostnamesOf(projectId).map(read));
+      const found = await Promise.all(index.hostnamesOf(projectId).map((hostname) => read(hostname).catch((err: Error) => {
+        const file = fileOf(hostname, 'domain');
+        if (!unreadable.has(file)) {
+          unreadable.add(file);
+          tell('error', "a domain's file cannot be read; its project's lists leave the domain out until the file is repaired or restored", { hostname, file, err: err.message });
+        }
+        return null;
+      })));
       return found.filter((d): d is Domain => d !== null).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
     },
     statusesByProject: async (projectId) =>
@@ -242,22 +267,32 @@ async function readJson<T>(file: string): Promise<T | null> {
   }
 }
 
-/** temp file, fsync, rename, fsync the folder: the new content or the old, never a torn one */
-async function writeDurable(file: string, content: string | Buffer): Promise<void> {
+/**
+ * temp file, fsync, rename, fsync the folder: the new content or the old, never a torn one. A failure
+ * (a full disk) leaves no temp file behind and is reported to `health`; before the rename it leaves
+ * the old content.
+ */
+async function writeFileDurable(file: string, content: string | Buffer, health: WriteReports | undefined): Promise<void> {
   // not named after `file`: a name near the longest a file may have leaves no room for a suffix
   const temp = path.join(path.dirname(file), `.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`);
-  const handle = await open(temp, 'w', 0o600);
   try {
-    await handle.writeFile(content);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(temp, file);
-  const folder = await open(path.dirname(file), 'r');
-  try {
-    await folder.sync();
-  } finally {
-    await folder.close();
+    const handle = await open(temp, 'w', 0o600);
+    try {
+      await handle.writeFile(content);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, file);
+    const folder = await open(path.dirname(file), 'r');
+    try {
+      await folder.sync();
+    } finally {
+      await folder.close();
+    }
+  } catch (err) {
+    await rm(temp, { force: true }).catch(() => undefined);
+    health?.failed(file, err);
+    throw stateUnavailable(new Error(`writing ${file}`, { cause: err }));
   }
 }

@@ -1,9 +1,11 @@
 // Embedded backend: every noun lives in memory and every change is appended to one durable log in
 // the data dir (see append-log.ts) before the caller hears back. One process owns the data dir
-// (a lock file with its pid); kill -9 loses nothing that was acknowledged.
+// (a lock file with its pid); kill -9 loses nothing that was acknowledged. While the data dir does
+// not take writes (a full disk), changes reject with STATE_UNAVAILABLE and health() is 'down'; both
+// end by themselves once it does again (WriteHealth below, AppendLog.probe).
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { AppendLog } from './append-log.ts';
+import { AppendLog, type AppendLogOptions, type WriteReports } from './append-log.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { openEmbeddedDomains } from './embedded-domains.ts';
 import { openEmbeddedSchedule } from './embedded-schedule.ts';
@@ -15,6 +17,8 @@ type LogRecord =
   | { op: 'seq'; n: string; v: number };
 
 const COMPACT_MIN_RECORDS = 10_000;
+/** how often logs are probed while writes to the data dir fail */
+const PROBE_EVERY_MS = 1000;
 
 /** Tables of JSON values keyed by string, plus monotonic sequences, all made durable by one log. */
 export class Tables {
@@ -22,9 +26,9 @@ export class Tables {
   private readonly sequences = new Map<string, number>();
   private log!: AppendLog;
 
-  static async open(file: string): Promise<Tables> {
+  static async open(file: string, options: AppendLogOptions = {}): Promise<Tables> {
     const tables = new Tables();
-    tables.log = await AppendLog.open(file, (record) => tables.apply(record as LogRecord));
+    tables.log = await AppendLog.open(file, (record) => tables.apply(record as LogRecord), options);
     return tables;
   }
 
@@ -79,17 +83,105 @@ export class Tables {
   }
 }
 
+/**
+ * Whether the data dir takes writes, for /readyz and the log. A failed write marks it failing (one
+ * `onChange`); from then on every log that watches it is probed once a second, and once all of them
+ * take a block of writes again it is healthy (one more `onChange`). A write that happens to succeed
+ * meanwhile (into the free bytes of a full disk's last page) does not end it: only a probe does.
+ */
+export class WriteHealth implements WriteReports {
+  #failing: { file: string; err: unknown } | null = null;
+  /** counts failures, so a probe that began before one cannot end it */
+  #failures = 0;
+  #probes = new Set<() => Promise<void>>();
+  #checking: Promise<boolean> | null = null;
+  #timer: NodeJS.Timeout | null = null;
+  #onChange: (failing: { file: string; err: unknown } | null) => void;
+
+  constructor(onChange: (failing: { file: string; err: unknown } | null) => void) {
+    this.#onChange = onChange;
+  }
+
+  watch(probe: () => Promise<void>): () => void {
+    this.#probes.add(probe);
+    return () => {
+      this.#probes.delete(probe);
+      if (this.#probes.size === 0 && this.#timer) {
+        clearTimeout(this.#timer);
+        this.#timer = null;
+      }
+    };
+  }
+
+  failed(file: string, err: unknown): void {
+    this.#failures++;
+    if (this.#failing) return;
+    this.#failing = { file, err };
+    this.#onChange(this.#failing);
+    this.#schedule();
+  }
+
+  /** true when writes are not failing; while they are, probes first (one probe at a time) */
+  check(): Promise<boolean> {
+    if (!this.#failing) return Promise.resolve(true);
+    return (this.#checking ??= this.#probe().finally(() => (this.#checking = null)));
+  }
+
+  async #probe(): Promise<boolean> {
+    const failures = this.#failures;
+    try {
+      for (const probe of this.#probes) await probe();
+    } catch {
+      return false;
+    }
+    if (failures !== this.#failures || !this.#failing) return !this.#failing;
+    this.#failing = null;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    this.#onChange(null);
+    return true;
+  }
+
+  #schedule(): void {
+    if (this.#timer || this.#probes.size === 0) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      void this.check().then((ok) => {
+        if (!ok) this.#schedule();
+      });
+    }, PROBE_EVERY_MS).unref();
+  }
+}
+
 export interface EmbeddedOptions {
   /** domain index changes kept in domains.log before they are folded into domains.index (tests lower it) */
   domainsCompactAt?: number;
+  /** what an operator should see in the log: a torn tail cut off, writes failing and recovering, an unreadable domain file */
+  onEvent?: EmbeddedEvents;
+}
+
+export type EmbeddedEvents = (level: 'info' | 'warn' | 'error', message: string, fields: Record<string, unknown>) => void;
+
+/** The log options of one data dir: its write health, and a torn tail told to the operator. */
+function logOptions(writes: WriteHealth, tell: EmbeddedEvents): (file: string) => AppendLogOptions {
+  return (file) => ({
+    health: writes,
+    onTornTail: (bytes, offset) => tell('warn', 'cut off an incomplete last record (a write interrupted by a crash, never acknowledged)', { file, bytes, offset }),
+  });
 }
 
 export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptions = {}): Promise<Stores> {
   mkdirSync(dataDir, { recursive: true });
+  const tell = options.onEvent ?? (() => undefined);
+  const writes = new WriteHealth((failing) => {
+    if (failing) tell('error', 'writes to the data dir fail; changes are answered 503 until it takes writes again', { file: failing.file, err: failing.err instanceof Error ? failing.err.message : String(failing.err) });
+    else tell('warn', 'the data dir takes writes again', { dataDir });
+  });
+  const optionsFor = logOptions(writes, tell);
   const releaseLock = lockDataDir(dataDir);
   let tables: Tables;
   try {
-    tables = await Tables.open(path.join(dataDir, 'state.log'));
+    tables = await Tables.open(path.join(dataDir, 'state.log'), optionsFor(path.join(dataDir, 'state.log')));
   } catch (err) {
     releaseLock();
     throw err;
@@ -106,7 +198,7 @@ export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptio
   for (const project of projects.values()) projectNames.set(project.name, project.id);
   let embeddedDomains: Awaited<ReturnType<typeof openEmbeddedDomains>>;
   try {
-    embeddedDomains = await openEmbeddedDomains(tables, dataDir, options.domainsCompactAt);
+    embeddedDomains = await openEmbeddedDomains(tables, dataDir, { compactAt: options.domainsCompactAt, log: optionsFor(path.join(dataDir, 'domains.log')), tell });
   } catch (err) {
     await tables.close();
     releaseLock();
@@ -199,7 +291,7 @@ export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptio
       },
     },
     schedule,
-    health: async () => 'ok',
+    health: async () => ((await writes.check()) ? 'ok' : 'down'),
     close: async () => {
       await Promise.all([tables.close(), embeddedDomains.close(), schedule.close()]);
       releaseLock();

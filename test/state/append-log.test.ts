@@ -1,5 +1,5 @@
 // The durable log under the embedded state (DESIGN §8): real files in temp dirs, reopened the way a
-// restarted process would, with the damage a crash (torn tail) or a bad disk (mid-file) leaves.
+// restarted process would, with the damage a crash (torn tail) or a bad disk (any complete line) leaves.
 import t, { type Test } from 'tap';
 import { appendFileSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
@@ -109,38 +109,62 @@ t.test('a torn tail: a partial last line is cut and the log stays usable', async
   t.strictSame(await replayOnly(file), [{ n: 1 }, { n: 2 }, { n: 3 }]);
 });
 
-t.test('a torn tail: a complete last line with a wrong checksum is cut', async (t) => {
+// Regression: a complete last line with a wrong checksum was taken for a torn write and cut off at
+// start, silently: an acknowledged record (one flipped byte on disk) was gone. A crash leaves a prefix
+// of a line, never a whole one with its newline; a whole bad line is damage, wherever it is.
+t.test('a complete last line with a wrong checksum is damage: the start is refused, the file left as it was', async (t) => {
+  const file = logFile(t);
+  const { log } = await openLog(file);
+  await log.append({ n: 1 });
+  await log.append({ n: 2 });
+  await log.append({ name: 'cat' });
+  await log.close();
+  const before = readFileSync(file, 'utf8');
+  const lastStart = before.lastIndexOf('\n', before.length - 2) + 1;
+  // one byte flipped inside the last record; its newline is still there
+  const damaged = before.slice(0, lastStart) + before.slice(lastStart).replace('"cat"', '"Xat"');
+  writeFileSync(file, damaged);
+
+  await t.rejects(openLog(file), {
+    message: `${file}: line 3 (byte offset ${Buffer.byteLength(before.slice(0, lastStart))}) is damaged (checksum mismatch); refusing to start rather than drop a record. Restore the file from a backup, or delete that line by hand if losing its record is acceptable`,
+  });
+  t.equal(readFileSync(file, 'utf8'), damaged, 'nothing was truncated');
+});
+
+t.test('a bad complete line followed by a partial one is damage too', async (t) => {
+  const file = logFile(t);
+  const { log } = await openLog(file);
+  await log.append({ n: 1 });
+  await log.close();
+  appendFileSync(file, 'ffffffff {"n":2}\n0badc0de {"n"');
+  await t.rejects(openLog(file), /state\.log: line 2 \(byte offset 17\) is damaged \(checksum mismatch\)/);
+});
+
+t.test('a last record whose newline was damaged is damage, not a torn write', async (t) => {
   const file = logFile(t);
   const { log } = await openLog(file);
   await log.append({ n: 1 });
   await log.append({ n: 2 });
   await log.close();
-  const goodSize = statSync(file).size;
-  appendFileSync(file, '00000000 {"n":3}\n');
-
-  const reopened = await openLog(file);
-  t.strictSame(reopened.records, [{ n: 1 }, { n: 2 }]);
-  t.equal(statSync(file).size, goodSize, 'the bad last line was truncated');
-  await reopened.log.append({ n: 4 });
-  await reopened.log.close();
-  t.strictSame(await replayOnly(file), [{ n: 1 }, { n: 2 }, { n: 4 }]);
-  t.notMatch(readFileSync(file, 'utf8'), /00000000/);
+  const text = readFileSync(file, 'utf8');
+  writeFileSync(file, `${text.slice(0, -1)}\u000b`);
+  await t.rejects(openLog(file), /line 2 \(byte offset 17\) is damaged \(its newline is damaged\)/);
 });
 
-t.test('a torn tail: a bad last line followed by a partial one is cut as a whole', async (t) => {
+t.test('a torn tail is reported with its size and offset', async (t) => {
   const file = logFile(t);
   const { log } = await openLog(file);
   await log.append({ n: 1 });
   await log.close();
-  const goodSize = statSync(file).size;
-  appendFileSync(file, 'ffffffff {"n":2}\n0badc0de {"n"');
-
-  const reopened = await openLog(file);
-  t.strictSame(reopened.records, [{ n: 1 }]);
-  t.equal(statSync(file).size, goodSize);
-  await reopened.log.append({ n: 5 });
-  await reopened.log.close();
-  t.strictSame(await replayOnly(file), [{ n: 1 }, { n: 5 }]);
+  // a whole record without its newline was never acknowledged (the newline is written with it)
+  appendFileSync(file, readFileSync(file, 'utf8').slice(0, -1));
+  const told: Array<[number, number]> = [];
+  const records: unknown[] = [];
+  const reopened = await AppendLog.open(file, (r) => records.push(r), { onTornTail: (bytes, offset) => told.push([bytes, offset]) });
+  await reopened.close();
+  t.strictSame(records, [{ n: 1 }]);
+  t.strictSame(told, [[16, 17]], '16 bytes cut at offset 17');
+  t.equal(statSync(file).size, 17);
 });
 
 t.test('a file holding only a torn record opens empty', async (t) => {
@@ -167,11 +191,11 @@ t.test('damage before the tail is refused, and the file is left as it was', asyn
 
   const applied: unknown[] = [];
   await t.rejects(AppendLog.open(file, (r) => applied.push(r)), {
-    message: `${file}: record 2 is damaged before the end of the log (checksum mismatch); refusing to start`,
+    message: `${file}: line 2 (byte offset 17) is damaged (checksum mismatch); refusing to start rather than drop a record. Restore the file from a backup, or delete that line by hand if losing its record is acceptable`,
   });
   t.equal(readFileSync(file, 'utf8'), damaged, 'nothing was truncated or rewritten');
   // the refusal is stable: a second attempt refuses the same way
-  await t.rejects(AppendLog.open(file, () => undefined), /record 2 is damaged/);
+  await t.rejects(AppendLog.open(file, () => undefined), /line 2 \(byte offset 17\) is damaged/);
 });
 
 t.test('a line that is not a record at all, before good ones, is refused', async (t) => {
@@ -185,7 +209,7 @@ t.test('a line that is not a record at all, before good ones, is refused', async
   await next.log.close();
   appendFileSync(file, readFileSync(path.join(path.dirname(file), 'other.log')));
 
-  await t.rejects(AppendLog.open(file, () => undefined), /record 2 is damaged before the end of the log.*refusing to start/);
+  await t.rejects(AppendLog.open(file, () => undefined), /line 2 \(byte offset 17\) is damaged \(not a log record\); refusing to start/);
 });
 
 t.test('compaction rewrites the file to the snapshot; later appends land and replay', async (t) => {
