@@ -9,6 +9,7 @@ import { openEmbeddedStores } from './state/embedded.ts';
 import type { Stores } from './state/types.ts';
 import type { RateLimiter } from './ratelimit/limiter.ts';
 import { MemoryLimiter } from './ratelimit/memory-limiter.ts';
+import { InstanceLimiter } from './ratelimit/instance-limiter.ts';
 import { watchRedis, type RedisWatch } from './state/redis-watch.ts';
 import { ensureFallbackCertificate } from './certs/fallback.ts';
 import { loadOrCreateToken } from './admin/token.ts';
@@ -117,7 +118,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
       accountKeys: (directory) => openRedisCertStores(connections.client, directory, connections.acknowledge).accountKey,
     };
     ticketKeys = redisTicketKeys(connections.client, TICKET_PERIOD_SECONDS);
-    const failover = new FailoverLimiter(new RedisLimiter(connections), new MemoryLimiter(), {
+    const failover = new FailoverLimiter(new RedisLimiter(connections), new InstanceLimiter(new MemoryLimiter(), config.redis.commandTimeoutMs), {
       mode: config.ratelimit.onRedisDown,
       onRedisState: () => redisWatch?.update(),
       onCommandError: (err) => {

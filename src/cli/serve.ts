@@ -1,6 +1,7 @@
 // `portico serve [--workers N]`: one process, or a primary that runs N workers on the same ports
 // (node:cluster), replaces a worker that dies, forwards SIGHUP/SIGTERM, and answers the workers'
-// requests for metrics summed over all of them.
+// requests for metrics summed over all of them and, while Redis is unreachable, for rate-limit
+// decisions from the instance's one limiter (ratelimit/instance-limiter.ts).
 import cluster, { type Worker } from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
@@ -8,6 +9,7 @@ import { createLogger, type Logger } from '../log.ts';
 import { loadOrCreateToken } from '../admin/token.ts';
 import { ensureFallbackCertificate } from '../certs/fallback.ts';
 import { persistCompileCache } from './compile-cache.ts';
+import type { LimiterRequest } from '../ratelimit/instance-limiter.ts';
 
 const METRICS_REQUEST = 'portico:metrics-request';
 const METRICS_RESPONSE = 'portico:metrics-response';
@@ -106,12 +108,23 @@ async function joinClusterMetrics(metrics: import('../metrics.ts').Metrics): Pro
 }
 
 async function runPrimary(count: number, log: Logger): Promise<void> {
-  const { AggregatorRegistry } = await import('prom-client');
+  const [{ AggregatorRegistry }, { MemoryLimiter }, { answerLimiterRequest, LIMITER_REQUEST }] = await Promise.all([
+    import('prom-client'),
+    import('../ratelimit/memory-limiter.ts'),
+    import('../ratelimit/instance-limiter.ts'),
+  ]);
   const aggregator = new AggregatorRegistry();
+  // the workers' fallback while Redis is unreachable: one for the instance, as DESIGN §4 says, and
+  // held here so a replaced worker finds the counts and bans of the one it replaces
+  const limiter = new MemoryLimiter();
   let stopping = false;
   const fork = () => {
     const worker = cluster.fork();
     worker.on('message', (message: { type?: string; id?: number }) => {
+      if (message.type === LIMITER_REQUEST) {
+        answerLimiterRequest(worker, limiter, message as LimiterRequest);
+        return;
+      }
       if (message.type !== METRICS_REQUEST) return;
       aggregator.clusterMetrics().then(
         (text) => worker.send({ type: METRICS_RESPONSE, id: message.id, text }),
