@@ -287,7 +287,7 @@ export function fail(res: Response, err: unknown, log: Logger): void {
     return;
   }
   if (err instanceof HttpError) sendError(res, err.code, err.message, err.headers);
-  else if (code === 'STATE_UNAVAILABLE' || code === 'REDIS_DOWN') sendError(res, 'service_unavailable', 'Shared state is unreachable; try again shortly.', { 'retry-after': '5' });
+  else if (code === 'STATE_UNAVAILABLE' || code === 'REDIS_DOWN') sendError(res, 'service_unavailable', 'The state store cannot be reached or written just now; try again shortly.', { 'retry-after': '5' });
   else {
     log.error({ err }, 'request failed');
     sendError(res, 'internal_error');
