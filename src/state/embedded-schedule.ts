@@ -12,6 +12,7 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { open, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { ScheduledJob, ScheduleStore } from './schedule.ts';
+import { stateUnavailable } from './types.ts';
 
 const HOUR_MS = 3_600_000;
 const FILE = /^\d{4}-\d{2}-\d{2}T\d{2}$/;
@@ -208,11 +209,21 @@ async function syncDir(dir: string): Promise<void> {
   }
 }
 
+/**
+ * Appends and fsyncs. A failed append (a full disk) is cut back off before the error goes on: the next
+ * append must start a line of its own, not finish this one's half (both would be lost at the next read).
+ */
 async function appendDurable(file: string, line: string): Promise<void> {
   const handle = await open(file, 'a', 0o600);
   try {
-    await handle.appendFile(line);
-    await handle.datasync();
+    const { size } = await handle.stat();
+    try {
+      await handle.appendFile(line);
+      await handle.datasync();
+    } catch (err) {
+      await handle.truncate(size).then(() => handle.datasync()).catch(() => undefined);
+      throw stateUnavailable(new Error(`writing ${file}`, { cause: err }));
+    }
   } finally {
     await handle.close();
   }
