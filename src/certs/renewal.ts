@@ -26,12 +26,29 @@ export interface RenewalOptions {
   wake(hostname: string, at: number): void;
 }
 
+/** the latest moment a renewal may be planned for: a sixth of the lifetime before expiry */
+function latestSafe(stored: StoredCertificate): number {
+  const end = Date.parse(stored.notAfter);
+  return end - (end - Date.parse(stored.notBefore)) / 6;
+}
+
 export function createRenewals(options: RenewalOptions) {
   const { stores, certs, ordering, log, now } = options;
 
-  /** When the certificate is to be replaced (ms). */
+  /** The renewal moment of the last third of the lifetime: Portico's own, without the CA's window. */
+  function lastThird(stored: StoredCertificate): number {
+    return renewAt(stored.notBefore, stored.notAfter, () => options.jitter(stored.hostname));
+  }
+
+  /**
+   * When the certificate is to be replaced (ms): in the CA's window (ARI) when it leaves a sixth of the
+   * lifetime before expiry, else in the last third. A window that ends after the certificate does (a
+   * CA's mistake or a clock) would let it lapse: the first visit after expiry then orders on demand,
+   * and with the CA slow or down gets the fallback certificate.
+   */
   function renewalMoment(stored: StoredCertificate): number {
-    return stored.ari?.renewAt ?? renewAt(stored.notBefore, stored.notAfter, () => options.jitter(stored.hostname));
+    const ari = stored.ari?.renewAt;
+    return ari !== undefined && ari <= latestSafe(stored) ? ari : lastThird(stored);
   }
 
   /** When its job should next run: the renewal, or asking the CA again, whichever comes first. */
@@ -53,7 +70,10 @@ export function createRenewals(options: RenewalOptions) {
     if (info) {
       stored.ari = { renewAt: pickRenewalTime(info.window, now()), pollAt: info.pollAt, certId: info.certId };
       await certs.certificates.put(stored);
-      message = `Renewal planned for ${new Date(stored.ari.renewAt).toISOString()}, inside the window the CA suggests (${new Date(info.window.start).toISOString()} to ${new Date(info.window.end).toISOString()}).`;
+      const window = `${new Date(info.window.start).toISOString()} to ${new Date(info.window.end).toISOString()}`;
+      message = stored.ari.renewAt <= latestSafe(stored)
+        ? `Renewal planned for ${new Date(stored.ari.renewAt).toISOString()}, inside the window the CA suggests (${window}).`
+        : `The CA suggests renewing from ${window}, too close to or after the certificate's expiry (${stored.notAfter}): renewal planned for ${new Date(lastThird(stored)).toISOString()}, in the last third of its lifetime.`;
     } else {
       message = `Renewal planned for ${new Date(renewalMoment(stored)).toISOString()}, in the last third of the certificate's lifetime.`;
     }
@@ -75,7 +95,7 @@ export function createRenewals(options: RenewalOptions) {
         // a window that no longer holds the picked moment gets a new pick (§4.2); one that does keeps it
         const keep = stored.ari.renewAt >= info.window.start && stored.ari.renewAt < info.window.end;
         stored.ari = { renewAt: keep ? stored.ari.renewAt : pickRenewalTime(info.window, now()), pollAt: info.pollAt, certId: info.certId };
-        if (!keep) await stores.domains.appendEvent(hostname, domainEvent('renewal_scheduled', `The CA moved its renewal window: renewal now planned for ${new Date(stored.ari.renewAt).toISOString()}.`, { renewAt: new Date(stored.ari.renewAt).toISOString(), ari: true }, now()));
+        if (!keep) await stores.domains.appendEvent(hostname, domainEvent('renewal_scheduled', `The CA moved its renewal window: renewal now planned for ${new Date(renewalMoment(stored)).toISOString()}.`, { renewAt: new Date(renewalMoment(stored)).toISOString(), ari: true }, now()));
       } else {
         stored.ari = { ...stored.ari, pollAt: now() + ARI_RETRY_MS };
       }

@@ -137,4 +137,22 @@ t.test('renewal by the CA\'s window, through a directory that offers renewalInfo
   t.not(renewed.certPem, first!.certPem, 'a new certificate is stored');
   t.equal(newOrders.at(-1)?.replaces, expected, 'the new order names the certificate it replaces');
   t.ok(await manager.secureContext('ari.example.org'), 'and the next handshake gets it');
+
+  // a window that starts after the certificate has expired is not followed: it would lapse first
+  answer = { window: { start: clock.ms + 20 * 365 * day, end: clock.ms + 21 * 365 * day }, retryAfter: '86400' };
+  await bed.addVerified('late.example.org');
+  await manager.obtain('late.example.org', 'verified');
+  await manager.idle();
+  const late = (await certs.certificates.get('late.example.org'))!;
+  const lateEvent = (await stores.domains.events('late.example.org')).find((e) => e.type === 'renewal_scheduled');
+  t.match(lateEvent?.message, /after the certificate's expiry .*in the last third of its lifetime/, 'the timeline says the CA\'s window is not followed, and why');
+  const notBefore = Date.parse(late.notBefore);
+  const notAfter = Date.parse(late.notAfter);
+  t.ok(Date.parse(String(lateEvent?.details?.renewAt)) < notAfter, `renewal planned before expiry (${lateEvent?.details?.renewAt}, expires ${late.notAfter})`);
+  clock.ms = notAfter - (notAfter - notBefore) / 4;
+  await scheduler.runDue();
+  await scheduler.runDue();
+  const renewedLate = (await stores.domains.events('late.example.org')).filter((e) => e.type === 'certificate_issued' && /^Renewed/.test(e.message));
+  t.equal(renewedLate.length, 1, 'renewed in the last third of its lifetime, before it expired');
+  t.not((await certs.certificates.get('late.example.org'))!.certPem, late.certPem, 'a new certificate is stored');
 });
