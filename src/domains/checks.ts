@@ -10,8 +10,9 @@
 //   (still verified and served: removal is the owner's decision), the next passing check → ok. A
 //   check that could not find out (only `dns_error`: SERVFAIL, a timeout) is neither a failure nor a
 //   pass: an outage of our own resolvers must not mark every verified domain misconfigured.
-// Every check is an event, except a routine one that finds a healthy domain unchanged, and a check
-// that could not be made right after another that could not (one event per outage, not one a check).
+// Every check is an event, except a routine one that finds a healthy domain unchanged, one that finds
+// a pending or misconfigured domain failing as before (same diagnostics), and a check that could not
+// be made right after another that could not (one event per outage, not one a check).
 import type { Domain } from '../state/types.ts';
 import { domainEvent, type DomainEvent } from './events.ts';
 import type { Verification } from './verifier.ts';
@@ -54,9 +55,13 @@ export function applyCheck(current: Domain, result: Verification, reason: CheckR
   // the newest 200 events keep the domain's history instead of a year of "still fine"
   const unknown = checkResult(result) === 'error';
   const unknownBefore = couldNotFindOut(current.diagnostics);
-  const routine = reason === 'recheck' && current.status === 'verified'
+  // nor one that finds a misconfigured or pending domain failing exactly as it did: one event for each
+  // thing that changes, not one a check (a domain misconfigured for months kept its last 200 events
+  // saying the same)
+  const sameFailure = reason === 'recheck' && !result.verified && !unknown && (current.status === 'pending' || current.health === 'misconfigured') && sameDiagnostics(current.diagnostics, result.diagnostics);
+  const routine = sameFailure || (reason === 'recheck' && current.status === 'verified'
     ? (result.verified && current.health !== 'misconfigured' && (current.recheck?.failuresInRow ?? 0) === 0 && !unknownBefore) || (unknown && unknownBefore)
-    : false;
+    : false);
   const events: DomainEvent[] = routine ? [] : [domainEvent('dns_checked', describeCheck(current, result, reason), found, now)];
 
   if (current.status === 'verified') {
@@ -121,6 +126,10 @@ export function checkResult(result: Verification): 'pass' | 'fail' | 'error' {
 }
 
 /** every finding is `dns_error`: the check could not find out (usually temporary), it found nothing wrong */
+function sameDiagnostics(a: Domain['diagnostics'], b: Domain['diagnostics']): boolean {
+  return a.length > 0 && a.length === b.length && a.every((d, i) => d.code === b[i].code && d.message === b[i].message);
+}
+
 function couldNotFindOut(diagnostics: Domain['diagnostics']): boolean {
   return diagnostics.length > 0 && diagnostics.every((d) => d.code === 'dns_error');
 }

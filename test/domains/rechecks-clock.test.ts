@@ -81,7 +81,8 @@ t.test('pending: waits double from 1 minute to 6 hours; after 30 days verificati
   t.equal(await stores.schedule.earliest(), null, 'nothing left scheduled');
   const events = await stores.domains.events('never.example.com');
   t.equal(events.at(-1)?.type, 'verification_failed');
-  t.equal(events.filter((e) => e.type === 'dns_checked').length, times.length - 1, 'one dns_checked per check');
+  t.equal(events.filter((e) => e.type === 'dns_checked').length, 1, `the first check says what it found; ${times.length - 2} more finding the same add nothing`);
+  t.equal(domain.lastCheckedAt, new Date(now()).toISOString(), 'each check is still recorded on the domain');
 
   // Re-verify starts the cycle again: a minute, then two …
   await checks.run(domain, 'reverify');
@@ -149,4 +150,26 @@ t.test('domains stored before automatic checks existed get their first check, on
   await nextCheck('old.example.com');
   t.ok(now() - before <= DAY, 'the verified one within a day');
   t.match(await stores.domains.get('old.example.com'), { status: 'verified', health: 'ok', nextCheckAt: String });
+});
+
+t.test('a misconfigured domain failing the same way each day adds no event; a new finding does', async (t) => {
+  clock.ms = T0 + 120 * DAY;
+  await dns.setCname('parked.example.com', 'edge.localhost');
+  await add('parked.example.com');
+  await nextCheck('parked.example.com');
+  await dns.clearCname('parked.example.com');
+  await dns.setCname('parked.example.com', 'parked.example.net');
+  for (let i = 0; i < 3; i++) await nextCheck('parked.example.com');
+  t.equal((await stores.domains.get('parked.example.com'))!.health, 'misconfigured');
+  const checked = async () => (await stores.domains.events('parked.example.com')).filter((e) => e.type === 'dns_checked').length;
+  const before = await checked();
+  for (let i = 0; i < 5; i++) await nextCheck('parked.example.com');
+  t.equal(await checked(), before, 'five more days of the same finding: no event');
+  t.equal((await stores.domains.get('parked.example.com'))!.lastCheckedAt, new Date(now()).toISOString(), 'but each check is recorded');
+  await dns.clearCname('parked.example.com');
+  await dns.setCname('parked.example.com', 'elsewhere.example.net');
+  await nextCheck('parked.example.com');
+  const events = await stores.domains.events('parked.example.com');
+  t.equal(await checked(), before + 1, 'a CNAME pointing somewhere new is news');
+  t.match(events.at(-1)?.message, /elsewhere\.example\.net/);
 });
