@@ -23,7 +23,8 @@ import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
 import { clientIp, type Trust } from './client-ip.ts';
 import { proxiedAddress } from './proxy-protocol.ts';
 import { checkAuthority } from './request-target.ts';
-import { CLIENT_CLOSED, createEdgeHandler, exchangeRecorder, type EdgeDeps } from './pipeline.ts';
+import { createEdgeHandler, type EdgeDeps } from './pipeline.ts';
+import { CLIENT_CLOSED, exchangeRecorder } from './exchanges.ts';
 
 /** Node's compatibility layer hands a CONNECT stream over as a request and its response */
 export type ConnectHandler = (req: Http2ServerRequest, res: Http2ServerResponse) => void;

@@ -8,9 +8,8 @@ import type { Duplex } from 'node:stream';
 import type { Hsts } from '../state/types.ts';
 import type { ProxyContext } from '../proxy/project-proxy.ts';
 import { HttpError, sendError, type Response } from '../errors.ts';
-import { accessLogger, type AccessEntry, type Logger } from '../log.ts';
-import { METHOD_LABELS, ROUTE_LABELS, type Metrics, type RouteLabel } from '../metrics.ts';
-import type { Series, Tally } from '../metrics-tally.ts';
+import { accessLogger, type Logger } from '../log.ts';
+import type { Metrics, RouteLabel } from '../metrics.ts';
 import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
 import type { RouteTable } from '../routing/route.ts';
 import type { ApiOutcome, ApiRequest } from '../api/v1.ts';
@@ -22,9 +21,7 @@ import { notFoundPage, notDeployedPage, sendPage } from './pages.ts';
 import type { StreamHandler } from './h2-stream.ts';
 import type { StreamContext } from '../proxy/forward-h2.ts';
 import { answerOn } from '../proxy/websocket-h1.ts';
-
-/** the status of an exchange over before anything was answered: nginx's and Traefik's "client closed request" */
-export const CLIENT_CLOSED = 499;
+import { answerMetrics, CLIENT_CLOSED, exchangeRecorder } from './exchanges.ts';
 
 export interface ProjectProxy {
   web(req: Request, res: Response, upstream: string, ctx: ProxyContext): Promise<void>;
@@ -292,40 +289,4 @@ export function fail(res: Response, err: unknown, log: Logger): void {
     log.error({ err }, 'request failed');
     sendError(res, 'internal_error');
   }
-}
-
-/**
- * Counts an answer and observes its duration through cells fetched once per label set (route ×
- * method × status stays small: a few routes, nine method labels, the statuses in use), found by a
- * number rather than a string built per request (metrics-tally.ts).
- */
-function answerMetrics(metrics: Metrics): (route: RouteLabel, method: string | undefined, status: number, seconds: number) => void {
-  const counts = new Map<number, Tally>();
-  const durations = new Map<RouteLabel, Series>();
-  return (route, method, status, seconds) => {
-    const methodIndex = method === undefined ? -1 : METHOD_LABELS.indexOf(method);
-    // statuses are three digits (Node refuses others); the route's index is its position in ROUTE_LABELS
-    const key = (ROUTE_LABELS.indexOf(route) * 16 + methodIndex + 1) * 1000 + status;
-    let count = counts.get(key);
-    if (count === undefined) counts.set(key, (count = metrics.answers.cell({ route, method: methodIndex === -1 ? 'OTHER' : method!, status: String(status) })));
-    count.n++;
-    let duration = durations.get(route);
-    if (duration === undefined) durations.set(route, (duration = metrics.httpDuration.series({ route })));
-    metrics.httpDuration.observe(duration, seconds);
-  };
-}
-
-/**
- * The metrics and access line of an exchange answered outside the handler above (a WebSocket over
- * HTTP/2, extended CONNECT, or over HTTP/1.1 to a project): the same counters and writer, one call
- * when the exchange is over.
- * `durationMs` unrounded.
- */
-export function exchangeRecorder(metrics: Metrics, log: Logger): (entry: AccessEntry & { route: RouteLabel }) => void {
-  const access = accessLogger(log);
-  const recordAnswer = answerMetrics(metrics);
-  return (entry) => {
-    recordAnswer(entry.route, entry.method, entry.status, entry.durationMs / 1000);
-    access?.({ ...entry, durationMs: Math.round(entry.durationMs * 10) / 10 });
-  };
 }
