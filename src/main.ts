@@ -295,7 +295,7 @@ function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
     edge: createEdgeHandler(edgeDeps),
     upgrade: createUpgradeHandler(edgeDeps),
     connect: createConnectHandler(edgeDeps),
-    http: createHttpHandler({ publicHttpsPort: config.https.publicPort, challenge: (token) => shared.certStores.challenges.get(token), metrics }),
+    http: createHttpHandler({ publicHttpsPort: config.https.publicPort, challenge: (token) => shared.certStores.challenges.get(token), metrics, log, trust }),
     admin: createAdminHandler(adminDeps),
     metricsOnly: createAdminHandler(adminDeps, { metricsOnly: true }),
   };

@@ -19,7 +19,7 @@ import http2, { type ServerHttp2Stream, type Http2ServerRequest, type Http2Serve
 import type { TLSSocket } from 'node:tls';
 import type { RouteLabel } from '../metrics.ts';
 import type { Route } from '../routing/route.ts';
-import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
+import { hostnameFromHost, sniNamesAnother } from '../routing/hostname.ts';
 import { clientIp, type Trust } from './client-ip.ts';
 import { proxiedAddress } from './proxy-protocol.ts';
 import { checkAuthority } from './request-target.ts';
@@ -69,7 +69,7 @@ export function createConnectHandler(deps: EdgeDeps): ConnectHandler {
     if (!socket) return;
     const sni = socket.servername;
     // the same rule as an HTTP/1.1 request's Host (pipeline.ts): no SNI or an IP literal SNI → :authority decides
-    if (sni && sni !== hostname && !isIpLiteral(sni) && sni.toLowerCase() !== hostname) return refuse(stream, 421);
+    if (sniNamesAnother(sni, hostname)) return refuse(stream, 421);
     const route = deps.routes.resolve(hostname);
     routeLabel = labelOf(route);
     if (route.kind !== 'project') {

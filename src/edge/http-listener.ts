@@ -4,7 +4,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterReads } from '../after-reads.ts';
 import { hostnameFromHost } from '../routing/hostname.ts';
 import { methodLabel, type Metrics } from '../metrics.ts';
+import { accessLogger, type Logger } from '../log.ts';
 import { checkTarget } from './request-target.ts';
+import { clientIp, type Trust } from './client-ip.ts';
+import { proxiedAddress } from './proxy-protocol.ts';
 
 const CHALLENGE_PREFIX = '/.well-known/acme-challenge/';
 
@@ -13,13 +16,31 @@ export interface HttpListenerDeps {
   /** the key authorisation for a token, or null (certificates plug in here) */
   challenge(token: string): Promise<string | null>;
   metrics: Metrics;
+  log: Logger;
+  trust: Trust;
 }
 
 export function createHttpHandler(deps: HttpListenerDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const port = deps.publicHttpsPort === 443 ? '' : `:${deps.publicHttpsPort}`;
+  const access = accessLogger(deps.log);
   return (req, res) => {
+    const started = performance.now();
+    // a count and an access line, as on the HTTPS listener: a failed HTTP-01 validation is looked for here
     const done = (route: 'acme' | 'redirect' | 'unknown') =>
-      res.once('finish', () => deps.metrics.httpRequests.inc({ route, method: methodLabel(req.method), status: res.statusCode }));
+      res.once('finish', () => {
+        deps.metrics.httpRequests.inc({ route, method: methodLabel(req.method), status: res.statusCode });
+        access?.({
+          method: req.method,
+          hostname: hostnameFromHost(req.headers.host),
+          path: (req.url ?? '/').split('?', 1)[0],
+          route,
+          status: res.statusCode,
+          durationMs: Math.round((performance.now() - started) * 10) / 10,
+          clientIp: clientIp(proxiedAddress(req.socket)?.address ?? req.socket.remoteAddress ?? '', req.headers['x-forwarded-for'], deps.trust),
+          protocol: req.httpVersion,
+          accountId: undefined,
+        });
+      });
     // two Host fields → 400; an absolute-form target is rewritten to its path with Host = its authority
     const problem = checkTarget(req);
     if (problem !== null) {

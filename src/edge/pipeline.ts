@@ -10,7 +10,7 @@ import type { ProxyContext } from '../proxy/project-proxy.ts';
 import { HttpError, sendError, type Response } from '../errors.ts';
 import { accessLogger, type Logger } from '../log.ts';
 import type { Metrics, RouteLabel } from '../metrics.ts';
-import { hostnameFromHost, isIpLiteral } from '../routing/hostname.ts';
+import { hostnameFromHost, sniNamesAnother } from '../routing/hostname.ts';
 import type { RouteTable } from '../routing/route.ts';
 import type { ApiOutcome, ApiRequest } from '../api/v1.ts';
 import type { Request } from '../api/body.ts';
@@ -261,10 +261,7 @@ export function createUpgradeHandler(deps: EdgeDeps): (req: IncomingMessage, soc
 
 /** The Host names another site than this connection's SNI (no SNI, or an IP literal SNI: Host decides). */
 function misdirected(socket: TLSSocket, hostname: string): boolean {
-  const sni = socket.servername;
-  // the same name (nearly every request) settles it before the IP-literal check's regular expression
-  if (!sni || sni === hostname) return false;
-  return !isIpLiteral(sni) && sni.toLowerCase() !== hostname;
+  return sniNamesAnother(socket.servername, hostname);
 }
 
 /** The TCP peer (or its PROXY protocol source), then X-Forwarded-For when that peer is trusted. */

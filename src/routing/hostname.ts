@@ -10,8 +10,10 @@ const NOT_IN_A_HOSTNAME = /[\x00-\x2c\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]/;
 export function hostnameFromHost(host: string | undefined): string {
   if (!host) return '';
   if (host.startsWith('[')) {
+    // brackets hold an IPv6 address (RFC 3986 §3.2.2), then only a port may follow
     const end = host.indexOf(']');
-    return end === -1 ? '' : host.slice(1, end).toLowerCase();
+    const inside = end === -1 ? '' : host.slice(1, end);
+    return net.isIPv6(inside) && /^(:\d*)?$/.test(host.slice(end + 1)) ? inside.toLowerCase() : '';
   }
   const colon = host.indexOf(':');
   return normaliseHostname(colon === -1 ? host : host.slice(0, colon));
@@ -28,6 +30,17 @@ export function normaliseHostname(name: string): string {
   if (NOT_IN_A_HOSTNAME.test(hostname)) return '';
   const ascii = domainToASCII(hostname);
   return ascii && ASCII_HOSTNAME.test(ascii) ? ascii : '';
+}
+
+/**
+ * Whether a connection's SNI names another site than a request's hostname (421): compared as
+ * hostnames, so case, a trailing dot and a U-label do not make another site. No SNI, or an IP
+ * literal SNI (which names no site): the request's hostname decides.
+ */
+export function sniNamesAnother(sni: string | false | null | undefined, hostname: string): boolean {
+  // the same name (nearly every request) settles it before any parsing
+  if (!sni || sni === hostname) return false;
+  return !isIpLiteral(sni) && normaliseHostname(sni) !== hostname;
 }
 
 export function isIpLiteral(name: string): boolean {
