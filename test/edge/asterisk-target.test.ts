@@ -3,27 +3,16 @@
 // about the home page. `*` with any other method is malformed (RFC 9112 §3.2.4) → 400; before, `GET *`
 // fetched the upstream's `/`.
 import t from 'tap';
-import http from 'node:http';
 import http2 from 'node:http2';
 import tls from 'node:tls';
-import type { AddressInfo } from 'node:net';
-import { startPortico } from '../helpers/portico.ts';
-import { admin, accountWithKey } from '../helpers/client.ts';
+import { startProjectBed } from '../helpers/project-bed.ts';
 
 const seen: string[] = [];
-const upstream = http.createServer((req, res) => {
+const { portico, hostname: HOSTNAME } = await startProjectBed(t, 'star', (req, res) => {
   seen.push(`${req.method} ${req.url}`);
   res.end('from the upstream');
 });
-await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-t.teardown(() => new Promise((resolve) => upstream.close(resolve)));
-
-const portico = await startPortico();
-t.teardown(() => portico.stop());
 const { ports, ca } = portico;
-const owner = await accountWithKey(ports.admin, 'business');
-await admin(ports.admin, 'POST', '/admin/projects', { accountId: owner.accountId, name: 'star', upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` });
-const HOSTNAME = 'star.localhost';
 
 /** one HTTP/1.1 request as raw bytes; the whole answer as text */
 function raw(requestLine: string): Promise<string> {

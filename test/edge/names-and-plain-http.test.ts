@@ -9,19 +9,11 @@ import t from 'tap';
 import http from 'node:http';
 import http2 from 'node:http2';
 import tls from 'node:tls';
-import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startPortico } from '../helpers/portico.ts';
-import { admin, accountWithKey } from '../helpers/client.ts';
+import { startProjectBed } from '../helpers/project-bed.ts';
 
-const upstream = http.createServer((req, res) => res.end(`upstream saw ${req.headers['x-forwarded-host']}`));
-await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-t.teardown(() => new Promise((resolve) => upstream.close(resolve)));
-const portico = await startPortico();
-t.teardown(() => portico.stop());
+const { portico } = await startProjectBed(t, 'shop', (req, res) => res.end(`upstream saw ${req.headers['x-forwarded-host']}`));
 const { ports, ca } = portico;
-const owner = await accountWithKey(ports.admin, 'business');
-await admin(ports.admin, 'POST', '/admin/projects', { accountId: owner.accountId, name: 'shop', upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` });
 
 /** one HTTP/1.1 request on a new TLS connection with this SNI; the answer's text */
 function overTls(servername: string, host: string): Promise<string> {

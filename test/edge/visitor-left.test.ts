@@ -7,16 +7,14 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import https from 'node:https';
 import tls from 'node:tls';
-import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startPortico } from '../helpers/portico.ts';
-import { admin, accountWithKey } from '../helpers/client.ts';
+import { startProjectBed } from '../helpers/project-bed.ts';
 import { parseExposition, scrape, sum } from '../helpers/prometheus.ts';
 
 // the upstream holds /silent/* without answering (until the test ends) and answers anything else
 const held = new Set<string>();
 const waiting: http.ServerResponse[] = [];
-const upstream = http.createServer((req, res) => {
+const { portico, hostname: HOSTNAME } = await startProjectBed(t, 'left', (req, res) => {
   if (req.url?.startsWith('/silent/')) {
     held.add(req.url);
     waiting.push(res);
@@ -25,19 +23,10 @@ const upstream = http.createServer((req, res) => {
   req.resume();
   res.end('ok');
 });
-await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-t.teardown(async () => {
+t.teardown(() => {
   for (const res of waiting) res.destroy();
-  upstream.closeAllConnections();
-  await new Promise((resolve) => upstream.close(resolve));
 });
-
-const portico = await startPortico();
-t.teardown(() => portico.stop());
 const { ports, ca } = portico;
-const owner = await accountWithKey(ports.admin, 'business');
-await admin(ports.admin, 'POST', '/admin/projects', { accountId: owner.accountId, name: 'left', upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` });
-const HOSTNAME = 'left.localhost';
 
 const until = async (what: string, check: () => boolean) => {
   for (const deadline = Date.now() + 5_000; !check(); await sleep(10)) if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
