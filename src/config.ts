@@ -197,6 +197,10 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
     problems.push(`timeouts.headersMs (${config.timeouts.headersMs}) must not exceed timeouts.requestMs (${config.timeouts.requestMs})`);
   }
   if (config.https.keyExchange !== null) problems.push(...keyExchangeProblems(config.https.keyExchange));
+  // the PROXY header is read only from a trusted proxy: with none, every connection would be cut
+  if (config.proxyProtocol && config.trustedProxies.length === 0) {
+    problems.push('proxyProtocol (PORTICO_PROXY_PROTOCOL) is on but trustedProxies (PORTICO_TRUSTED_PROXIES) is empty: every connection carrying a PROXY header would be refused; list the addresses of the proxies that send it');
+  }
   const ports: Array<[string, number | null]> = [['http.port', config.http.port], ['https.port', config.https.port], ['admin.port', config.admin.port], ['metrics.port', config.metrics.port]];
   for (let i = 0; i < ports.length; i++) {
     for (let j = i + 1; j < ports.length; j++) {
@@ -289,7 +293,9 @@ function deepFreeze<T>(value: T): T {
 }
 
 /** The settings that differ between `a` and `b` and that a running process cannot change (a reload that
- * changes them is refused): they name sockets, state or the shape of routing. */
+ * changes them is refused): they name sockets, state or the shape of routing, or are read once by a part
+ * built at start (the Redis connections, the failover limiter, the ACME issuing). Every other setting
+ * applies on reload (main.ts). */
 export function restartOnlyChanges(a: Config, b: Config): string[] {
   const pick = (c: Config) => ({
     'listen.host': c.listen.host,
@@ -304,9 +310,18 @@ export function restartOnlyChanges(a: Config, b: Config): string[] {
     dataDir: c.dataDir,
     certsDir: c.certsDir,
     'redis.url': c.redis.url,
+    'redis.commandTimeoutMs': c.redis.commandTimeoutMs,
+    'redis.replicasToAck': c.redis.replicasToAck,
+    'redis.replicaAckTimeoutMs': c.redis.replicaAckTimeoutMs,
     'platform.domain': c.platform.domain,
     'acme.directory': c.acme.directory,
+    'acme.issuers': JSON.stringify(c.acme.issuers.map(({ limits: _limits, caa: _caa, ...issuer }) => issuer)),
+    'acme.limits': JSON.stringify(c.acme.issuers.map((issuer) => issuer.limits)),
+    'acme.caaIdentities': JSON.stringify(c.acme.issuers.map((issuer) => issuer.caa)),
+    'acme.email': c.acme.email,
+    'acme.onDemandWaitMs': c.acme.onDemandWaitMs,
     proxyProtocol: c.proxyProtocol,
+    'ratelimit.onRedisDown': c.ratelimit.onRedisDown,
   });
   const before = pick(a);
   const after = pick(b);

@@ -2,6 +2,7 @@
 // The only file that names concrete backends. A reload builds the config-dependent handlers anew and
 // swaps them in; listeners, stores and connections stay, so nothing in flight is dropped.
 import { mkdirSync, readFileSync, existsSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 import { loadConfig, restartOnlyChanges, type Config } from './config.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics, decisionCounter, type Metrics } from './metrics.ts';
@@ -78,7 +79,15 @@ interface Shared {
   reload(): Promise<void>;
 }
 
-export async function serve(config: Config, log: Logger = createLogger(config.log.level), env: NodeJS.ProcessEnv = process.env): Promise<Running> {
+export interface ServeOptions {
+  /**
+   * what POST /admin/reload runs instead of this process's own reload: with several workers, the
+   * reload of every worker (cli/serve.ts); resolves once all have applied it
+   */
+  reloadEverywhere?: () => Promise<void>;
+}
+
+export async function serve(config: Config, log: Logger = createLogger(config.log.level), env: NodeJS.ProcessEnv = process.env, options: ServeOptions = {}): Promise<Running> {
   const metrics = createMetrics();
   mkdirSync(config.dataDir, { recursive: true });
 
@@ -169,13 +178,27 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   followChanges(stores, routes, log);
   metrics.countDomainsWith(() => stores.domains.countByStatus());
   const forwarder = createForwarder(config.timeouts.upstreamMs, (kind) => metrics.upstreamErrors.inc({ kind }));
+  // the resolvers of dns.servers as the configuration in force names them (a reload may change them)
+  let resolver: { servers: string; resolver: Resolver } | null = null;
+  const currentResolver = (): Resolver => {
+    const servers = current.dns.servers.join(',');
+    if (resolver?.servers !== servers) resolver = { servers, resolver: systemResolver(current.dns.servers) };
+    return resolver.resolver;
+  };
+  const followingResolver: Resolver = {
+    resolveCname: (name) => currentResolver().resolveCname(name),
+    resolve4: (name) => currentResolver().resolve4(name),
+    resolve6: (name) => currentResolver().resolve6(name),
+    resolveCaa: (name) => currentResolver().resolveCaa(name),
+    resolveTxt: (name) => currentResolver().resolveTxt(name),
+  };
   // the ACME issuers in order, behind the CA limits and CAA (certs/issuing.ts)
   const issuing = createIssuing({
     issuers: config.acme.issuers,
     email: config.acme.email,
     state: issuingState,
     challenges: certStores.challenges,
-    resolver: systemResolver(config.dns.servers),
+    resolver: followingResolver,
     ...(env.NODE_EXTRA_CA_CERTS && existsSync(env.NODE_EXTRA_CA_CERTS) ? { ca: readFileSync(env.NODE_EXTRA_CA_CERTS, 'utf8') } : {}),
     metrics,
   });
@@ -184,7 +207,6 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   // domains look after themselves: one scheduler for background work, its due times in the state backend
   const scheduler = createScheduler({ store: stores.schedule, log });
   certificates.useScheduler(scheduler);
-  let resolver: { servers: string; resolver: Resolver } | null = null;
   const domainTurns = projectTurns(certStores.locks);
   const checks = createDomainChecks({
     stores,
@@ -193,16 +215,14 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     metrics,
     log,
     onVerified: (domain, reason) => certificates.onVerified(domain, reason),
-    context: () => {
-      const servers = current.dns.servers.join(',');
-      if (resolver?.servers !== servers) resolver = { servers, resolver: systemResolver(current.dns.servers) };
-      return { ...current.domains, cnameTarget: current.platform.cnameTarget, caaIdentities: current.acme.caaIdentities, resolver: resolver.resolver };
-    },
+    context: () => ({ ...current.domains, cnameTarget: current.platform.cnameTarget, caaIdentities: current.acme.caaIdentities, resolver: currentResolver() }),
   });
 
   // 4. the handlers that depend on configuration, rebuilt on reload
-  const proxy = createProjectProxy(forwarder, { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) });
-  const shared: Shared = { stores, certStores, domainTurns, limiter, metrics, log, forwarder, proxy, routes, certificates, checks, adminToken, redisUp, redisMode, reload: () => reload() };
+  // read at each WebSocket: a reload sets timeoutMs
+  const proxyOptions: Parameters<typeof createProjectProxy>[1] = { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) };
+  const proxy = createProjectProxy(forwarder, proxyOptions);
+  const shared: Shared = { stores, certStores, domainTurns, limiter, metrics, log, forwarder, proxy, routes, certificates, checks, adminToken, redisUp, redisMode, reload: options.reloadEverywhere ?? (() => reload()) };
   const handlers = buildHandlers(config, shared);
   const ocsp = createOcspStapler({ onError: (err) => log.warn({ err: (err as Error).message }, 'could not fetch an OCSP response to staple') });
   const listeners = createListeners({ config, fallback, secureContext: (name) => certificates.secureContext(name), handlers, ocsp, metrics, trust: createTrust(config.trustedProxies) });
@@ -225,16 +245,36 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   const edgeHost = config.listen.host === null ? '' : config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
   log.info({ ...ports, listenHost: config.listen.host, adminHost: config.admin.host }, `Portico listening: https ${edgeHost}:${ports.https}, http ${edgeHost}:${ports.http}, admin http://${config.admin.host}:${ports.admin}`);
 
+  // All or nothing: everything that can fail (the file, the certificates) is read and checked first;
+  // only then is anything swapped, so a refused reload leaves the previous configuration whole.
   async function reload(): Promise<void> {
     const next = loadConfig(env);
     const fixed = restartOnlyChanges(current, next);
     if (fixed.length > 0) throw Object.assign(new Error(`these settings need a restart: ${fixed.join(', ')}`), { problems: fixed.map((f) => `${f} changed; it needs a restart`) });
-    Object.assign(handlers, buildHandlers(next, shared));
+    const platform = checkedPair(() => readPlatformCertificate(next), `platform.certFile ${next.platform.certFile} / platform.keyFile ${next.platform.keyFile}`);
+    const nextFallback = await ensureFallbackCertificate(next.certsDir, [...next.api.hosts, ...next.api.stagingHosts]).then(
+      (pair) => checkedPair(() => pair, `the fallback certificate ${pair.certFile} / ${pair.keyFile}`),
+      (err: Error) => refuse(`the fallback certificate in ${next.certsDir} cannot be read: ${err.message}`),
+    );
+    const trust = createTrust(next.trustedProxies);
+    const logLevel = log.level;
+    log.level = next.log.level;
+    let nextHandlers: ListenerHandlers;
+    try {
+      nextHandlers = buildHandlers(next, shared);
+    } catch (err) {
+      log.level = logLevel;
+      throw err;
+    }
+    // nothing below throws on what was checked above
+    certificates.setPlatform(platform);
+    listeners.setFallback(nextFallback);
+    Object.assign(handlers, nextHandlers);
     routes.setApiHosts(next.api.hosts, next.api.stagingHosts);
-    listeners.setTrust(createTrust(next.trustedProxies));
+    listeners.setTrust(trust);
     listeners.setTimeouts(next.timeouts);
-    certificates.setPlatform(readPlatformCertificate(next));
-    listeners.setFallback(await ensureFallbackCertificate(next.certsDir, [...next.api.hosts, ...next.api.stagingHosts]));
+    forwarder.setTimeout(next.timeouts.upstreamMs);
+    proxyOptions.timeoutMs = next.timeouts.upstreamMs;
     current = next;
     log.info({ configFile: next.configFile }, 'configuration reloaded');
   }
@@ -299,6 +339,23 @@ function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
     admin: createAdminHandler(adminDeps),
     metricsOnly: createAdminHandler(adminDeps, { metricsOnly: true }),
   };
+}
+
+/** A reload refused for one reason, as loadConfig's refusals carry theirs. */
+function refuse(problem: string): never {
+  throw Object.assign(new Error(problem), { problems: [problem] });
+}
+
+/** The key pair `read` returns (null: none), checked by making a TLS context of it; a refusal names `files`. */
+function checkedPair<T extends { cert: string; key: string } | null>(read: () => T, files: string): T {
+  let pair: T;
+  try {
+    pair = read();
+    if (pair) createSecureContext({ cert: pair.cert, key: pair.key });
+  } catch (err) {
+    return refuse(`${files}: not a usable certificate and key (${(err as Error).message})`);
+  }
+  return pair;
 }
 
 function readPlatformCertificate(config: Config): { cert: string; key: string } | null {

@@ -150,7 +150,7 @@ t.test('every PORTICO_* variable of DESIGN §2 overrides its setting', async (t)
 });
 
 t.test('boolean and port variables accept their spellings', async (t) => {
-  for (const on of ['true', 'TRUE', '1', 'on', 'yes']) t.equal(withEnv({ PORTICO_PROXY_PROTOCOL: on }).proxyProtocol, true, on);
+  for (const on of ['true', 'TRUE', '1', 'on', 'yes']) t.equal(withEnv({ PORTICO_PROXY_PROTOCOL: on, PORTICO_TRUSTED_PROXIES: '10.0.0.1' }).proxyProtocol, true, on);
   for (const off of ['false', 'False', '0', 'off', 'no']) {
     t.equal(withEnv({ PORTICO_PROXY_PROTOCOL: off }, YAML.replace('proxyProtocol: false', 'proxyProtocol: true')).proxyProtocol, false, off);
   }

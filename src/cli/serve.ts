@@ -1,7 +1,8 @@
 // `portico serve [--workers N]`: one process, or a primary that runs N workers on the same ports
 // (node:cluster), replaces a worker that dies, forwards SIGHUP/SIGTERM, and answers the workers'
-// requests for metrics summed over all of them and, while Redis is unreachable, for rate-limit
-// decisions from the instance's one limiter (ratelimit/instance-limiter.ts).
+// requests for metrics summed over all of them, for a reload of every worker (POST /admin/reload
+// taken by one of them) and, while Redis is unreachable, for rate-limit decisions from the
+// instance's one limiter (ratelimit/instance-limiter.ts).
 import cluster, { type Worker } from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
@@ -13,6 +14,21 @@ import type { LimiterRequest } from '../ratelimit/instance-limiter.ts';
 
 const METRICS_REQUEST = 'portico:metrics-request';
 const METRICS_RESPONSE = 'portico:metrics-response';
+// a worker asks the primary to reload every worker; the primary tells each worker to reload, each
+// answers with its problems (none: applied), and the primary answers the asking worker with them all
+const RELOAD_REQUEST = 'portico:reload-request';
+const RELOAD_RESPONSE = 'portico:reload-response';
+const RELOAD_ORDER = 'portico:reload';
+const RELOAD_RESULT = 'portico:reload-result';
+/** how long the primary waits for a worker's answer to a reload (one stuck worker must not hold the request forever) */
+const RELOAD_WAIT_MS = 15_000;
+
+interface ReloadMessage {
+  type?: string;
+  id?: number;
+  /** RELOAD_RESULT, RELOAD_RESPONSE: null when applied */
+  problems?: string[] | null;
+}
 
 export async function runServer(requestedWorkers: number | undefined): Promise<void> {
   let config: Config;
@@ -45,7 +61,7 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
   const { serve } = await import('../main.ts');
   let running: Awaited<ReturnType<typeof serve>>;
   try {
-    running = await serve(config, log);
+    running = await serve(config, log, process.env, cluster.isWorker ? { reloadEverywhere: reloadAllWorkers } : {});
   } catch (err) {
     log.fatal({ err }, 'Portico could not start');
     log.flush?.();
@@ -56,7 +72,21 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
   // everything a start needs is compiled by now: written a moment later (after the first
   // handshakes, which a cold write would delay), so the next start finds it even if this one is killed
   setTimeout(persistCompileCache, 1_000).unref();
-  if (cluster.isWorker) await joinClusterMetrics(running.metrics);
+  if (cluster.isWorker) {
+    await joinClusterMetrics(running.metrics);
+    const reloading = running;
+    process.on('message', (message: ReloadMessage) => {
+      if (message.type !== RELOAD_ORDER) return;
+      reloading.reload().then(
+        () => null,
+        (err) => {
+          const problems = (err as { problems?: string[] }).problems ?? [(err as Error).message];
+          log.error({ problems }, 'reload refused; the previous configuration stays in force');
+          return problems;
+        },
+      ).then((problems) => process.send!({ type: RELOAD_RESULT, id: message.id, problems } satisfies ReloadMessage));
+    });
+  }
   const stop = (signal: string) => {
     log.info({ signal }, 'stopping: no new connections, finishing requests in flight');
     running.stop().then(
@@ -79,6 +109,29 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
   });
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+}
+
+/**
+ * POST /admin/reload in a worker: every worker reloads (through the primary), and this resolves once
+ * all have applied the file; it rejects with the problems when any refused it.
+ */
+let nextReload = 0;
+const reloadsWaiting = new Map<number, (problems: string[] | null) => void>();
+function reloadAllWorkers(): Promise<void> {
+  if (reloadsWaiting.size === 0) process.on('message', onReloadResponse);
+  const id = nextReload++;
+  return new Promise<void>((resolve, reject) => {
+    reloadsWaiting.set(id, (problems) => {
+      reloadsWaiting.delete(id);
+      if (reloadsWaiting.size === 0) process.off('message', onReloadResponse);
+      if (problems === null) resolve();
+      else reject(Object.assign(new Error(problems.join('; ')), { problems }));
+    });
+    process.send!({ type: RELOAD_REQUEST, id } satisfies ReloadMessage);
+  });
+}
+function onReloadResponse(message: ReloadMessage): void {
+  if (message.type === RELOAD_RESPONSE && message.id !== undefined) reloadsWaiting.get(message.id)?.(message.problems ?? null);
 }
 
 /** A worker answers /metrics with the sum over every worker, which only the primary can collect. */
@@ -118,11 +171,48 @@ async function runPrimary(count: number, log: Logger): Promise<void> {
   // held here so a replaced worker finds the counts and bans of the one it replaces
   const limiter = new MemoryLimiter();
   let stopping = false;
+  // reloads asked for by a worker, waiting for every worker's result: id → one per worker
+  let nextOrder = 0;
+  const orders = new Map<number, (worker: Worker, problems: string[] | null) => void>();
+  const reloadEveryWorker = (asking: Worker, askedId: number | undefined) => {
+    const id = nextOrder++;
+    const targets = all();
+    const results = new Map<Worker, string[] | null>();
+    const finish = () => {
+      clearTimeout(timer);
+      orders.delete(id);
+      const refused = [...results.values()].filter((p): p is string[] => p !== null);
+      const applied = targets.length - refused.length - targets.filter((w) => !results.has(w)).length;
+      const late = targets.filter((w) => !results.has(w)).map((w) => `worker ${w.process.pid} did not answer within ${RELOAD_WAIT_MS / 1000} s`);
+      let problems: string[] | null = [...new Set([...refused.flat(), ...late])];
+      // every worker reads the same file, so they agree; a file changed while they read it may not
+      if (problems.length > 0 && applied > 0) problems.push(`${applied} of ${targets.length} workers applied the file; the others kept the previous configuration (reload again)`);
+      if (problems.length === 0) problems = null;
+      if (asking.isConnected()) asking.send({ type: RELOAD_RESPONSE, id: askedId, problems } satisfies ReloadMessage, () => undefined);
+    };
+    const timer = setTimeout(finish, RELOAD_WAIT_MS);
+    orders.set(id, (worker, problems) => {
+      if (!targets.includes(worker) || results.has(worker)) return;
+      results.set(worker, problems);
+      if (results.size === targets.length) finish();
+    });
+    for (const worker of targets) {
+      if (worker.isConnected()) worker.send({ type: RELOAD_ORDER, id } satisfies ReloadMessage, () => undefined);
+    }
+  };
   const fork = () => {
     const worker = cluster.fork();
-    worker.on('message', (message: { type?: string; id?: number }) => {
+    worker.on('message', (message: ReloadMessage) => {
       if (message.type === LIMITER_REQUEST) {
-        answerLimiterRequest(worker, limiter, message as LimiterRequest);
+        answerLimiterRequest(worker, limiter, message as unknown as LimiterRequest);
+        return;
+      }
+      if (message.type === RELOAD_REQUEST) {
+        reloadEveryWorker(worker, message.id);
+        return;
+      }
+      if (message.type === RELOAD_RESULT) {
+        if (message.id !== undefined) orders.get(message.id)?.(worker, message.problems ?? null);
         return;
       }
       if (message.type !== METRICS_REQUEST) return;

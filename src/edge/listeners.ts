@@ -91,6 +91,8 @@ export function createListeners(deps: ListenerDeps): Listeners {
   const { config, metrics, handlers } = deps;
   let t = config.timeouts;
   let trust = deps.trust;
+  /** the shared session ticket key, once known */
+  let ticketKey: Buffer | null = null;
   const secureOptions = { minVersion: 'TLSv1.2' as const, ciphers: CIPHERS, honorCipherOrder: true, ecdhCurve: config.https.keyExchange?.join(':') ?? keyExchangeGroups() };
   const https = http2.createSecureServer({
     allowHTTP1: true,
@@ -223,10 +225,14 @@ export function createListeners(deps: ListenerDeps): Listeners {
       https.setTimeout(Math.max(next.keepAliveMs, next.requestMs));
     },
     setTicketKeys(key) {
+      ticketKey = key;
       https.setTicketKeys(key);
     },
     setFallback(next) {
       https.setSecureContext({ ...secureOptions, key: next.key, cert: next.cert });
+      // a new secure context comes with random ticket keys: put the shared one back, or tickets
+      // issued before would stop resuming (on every worker and instance) until the next period
+      if (ticketKey) https.setTicketKeys(ticketKey);
     },
     async close(graceMs) {
       const closing = bound.map(([, server]) => new Promise<void>((resolve) => server.close(() => resolve())));

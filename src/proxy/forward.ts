@@ -30,6 +30,8 @@ export interface Forwarder {
   forward(req: Request, res: Response, target: Target, extra: Record<string, string>, drop?: ReadonlySet<string>, report?: (kind: UpstreamErrorKind) => void): Promise<void>;
   /** the upstream pool, shared with HTTP/2 streams forwarded on Node's core API (forward-h2.ts) */
   readonly client: Http1Client;
+  /** a new timeouts.upstreamMs (a reload): for the calls that start from now on */
+  setTimeout(timeoutMs: number): void;
   close(): Promise<void>;
 }
 
@@ -47,8 +49,14 @@ export function connectionTokens(value: string | string[] | undefined): Readonly
 const NO_TOKENS: ReadonlySet<string> = new Set();
 
 export function createForwarder(timeoutMs: number, onError: (kind: UpstreamErrorKind) => void = () => undefined): Forwarder {
-  const client = createHttp1Client({ timeoutMs, connectTimeoutMs: Math.min(timeoutMs, 10_000), maxConnections: 256 });
+  // the client and its connections read these at each call
+  const options = { timeoutMs, connectTimeoutMs: Math.min(timeoutMs, 10_000), maxConnections: 256 };
+  const client = createHttp1Client(options);
   return {
+    setTimeout(next) {
+      options.timeoutMs = next;
+      options.connectTimeoutMs = Math.min(next, 10_000);
+    },
     async forward(req, res, target, extra, drop, report = onError) {
       const method = req.method ?? 'GET';
       if (!REQUEST_TARGET.test(target.path)) throw new HttpError('invalid_request', 'The request target is not valid.');

@@ -116,9 +116,9 @@ t.test('issue: PORTICO_ADMIN_HOST=abc passed config and failed at bind', async (
 t.test('issue: PORTICO_PROXY_PROTOCOL=maybe said "true or false" while on/yes/1 work', async (t) => {
   t.strictSame(problems(t, { PORTICO_PROXY_PROTOCOL: 'maybe' }), ['proxyProtocol (PORTICO_PROXY_PROTOCOL) must be true/on/yes/1 or false/off/no/0, got "maybe"']);
   // the file reads `on` as a string (YAML 1.2): the same words work there
-  t.equal(withEnv({}, YAML.replace('proxyProtocol: false', 'proxyProtocol: on')).proxyProtocol, true);
+  t.equal(withEnv({ PORTICO_TRUSTED_PROXIES: '10.0.0.1' }, YAML.replace('proxyProtocol: false', 'proxyProtocol: on')).proxyProtocol, true);
   t.equal(withEnv({}, YAML.replace('proxyProtocol: false', 'proxyProtocol: 0')).proxyProtocol, false);
-  t.equal(withEnv({ PORTICO_PROXY_PROTOCOL: ' On ' }).proxyProtocol, true);
+  t.equal(withEnv({ PORTICO_PROXY_PROTOCOL: ' On ', PORTICO_TRUSTED_PROXIES: '10.0.0.1' }).proxyProtocol, true);
 });
 
 t.test('issue: a platform certificate that does not load was accepted, or failed with raw OpenSSL text', async (t) => {
