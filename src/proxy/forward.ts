@@ -67,7 +67,7 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
       const codings = req.headers['transfer-encoding'];
       if (codings !== undefined && codings.toLowerCase() !== 'chunked') {
         const named = codings.split(',').map((s) => s.trim()).filter((s) => s !== '' && s.toLowerCase() !== 'chunked');
-        sendError(res, 'not_implemented', `Transfer-Encoding ${named.join(', ')} is not implemented: a request body may be framed with chunked alone (a compressed body goes with Content-Encoding).`);
+        sendError(res, 'not_implemented', `Transfer-Encoding ${named.join(', ')} cannot be passed on: a request body may be framed with chunked alone (a compressed body goes with Content-Encoding).`);
         return;
       }
       const declared = req.headers['content-length'];
