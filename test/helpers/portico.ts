@@ -134,6 +134,17 @@ export async function spawnPortico(env: Record<string, string> = {}, args: strin
   };
 }
 
+/** SIGKILLs every process named (a primary's workers that may outlive it); those gone already are skipped. */
+export function killAll(pids: Iterable<number>): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+}
+
 export function cleanup(...dirs: string[]): void {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 }

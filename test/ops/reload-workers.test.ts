@@ -7,7 +7,7 @@ import { createInterface } from 'node:readline';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
-import { tempDir, cleanup, ADMIN_TOKEN } from '../helpers/portico.ts';
+import { tempDir, cleanup, ADMIN_TOKEN, killAll } from '../helpers/portico.ts';
 import { admin, api, accountWithKey } from '../helpers/client.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { startRedis } from '../helpers/redis.ts';
@@ -73,13 +73,7 @@ t.teardown(async () => {
     child.kill('SIGKILL');
     await exited;
   }
-  for (const pid of workerPids) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // gone already
-    }
-  }
+  killAll(workerPids);
   await redis.stop();
   cleanup(dataDir, certsDir, dir);
 });

@@ -6,7 +6,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { tempDir, cleanup, ADMIN_TOKEN } from '../helpers/portico.ts';
+import { tempDir, cleanup, ADMIN_TOKEN, killAll } from '../helpers/portico.ts';
 import { api, accountWithKey } from '../helpers/client.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { startRedis } from '../helpers/redis.ts';
@@ -65,13 +65,7 @@ t.teardown(async () => {
     child.kill('SIGKILL');
     await exited;
   }
-  for (const pid of workerPids) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // gone already
-    }
-  }
+  killAll(workerPids);
   await redis.stop();
   cleanup(dataDir, certsDir);
 });

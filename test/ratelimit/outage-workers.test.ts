@@ -5,7 +5,7 @@
 // `portico serve --workers 2`, real HTTPS on new connections (the kernel spreads them over the workers).
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { spawnPortico, tempDir, cleanup, type Child } from '../helpers/portico.ts';
+import { spawnPortico, tempDir, cleanup, killAll, type Child } from '../helpers/portico.ts';
 import { api, accountWithKey, type Answer } from '../helpers/client.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { startRedis } from '../helpers/redis.ts';
@@ -50,13 +50,7 @@ t.teardown(async () => {
   const timer = setTimeout(() => portico.process.kill('SIGKILL'), 15_000);
   await stopped;
   clearTimeout(timer);
-  for (const pid of workerPids) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // stopped with the primary
-    }
-  }
+  killAll(workerPids);
   await redis.stop();
   cleanup(dataDir, certsDir);
 });
