@@ -3,40 +3,15 @@
 // starting the cycle again, and a verified domain's daily checks (three failures → misconfigured).
 // Real DNS (challtestsrv), real embedded state and scheduler.
 import t from 'tap';
-import { openEmbeddedStores } from '../../src/state/embedded.ts';
 import type { Domain } from '../../src/state/types.ts';
-import { createScheduler } from '../../src/domains/scheduler.ts';
-import { createDomainChecks } from '../../src/domains/rechecks.ts';
-import { systemResolver } from '../../src/domains/verifier.ts';
-import { createMetrics } from '../../src/metrics.ts';
-import { createLogger } from '../../src/log.ts';
-import { cleanup, tempDir } from '../helpers/portico.ts';
-import { startChalltestsrv } from '../helpers/challtestsrv.ts';
+import { startChecksBed } from '../helpers/checks-bed.ts';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 const T0 = Date.parse('2026-03-01T10:00:00Z');
-const dns = await startChalltestsrv();
-t.teardown(() => dns.stop());
-await dns.addA('edge.localhost', ['127.0.0.1']);
-const dataDir = tempDir('rechecks');
-t.teardown(() => cleanup(dataDir));
-const stores = await openEmbeddedStores(dataDir);
-t.teardown(() => stores.close());
-const clock = { ms: T0 };
-const now = () => clock.ms;
-const scheduler = createScheduler({ store: stores.schedule, log: createLogger('silent'), now });
 const verified: string[] = [];
-const checks = createDomainChecks({
-  stores,
-  scheduler,
-  metrics: createMetrics(),
-  log: createLogger('silent'),
-  now,
-  onVerified: (domain) => verified.push(domain.hostname),
-  context: () => ({ pendingRecheckMs: MINUTE, verifiedRecheckMs: DAY, cnameTarget: 'edge.localhost', caaIdentities: ['letsencrypt.org'], resolver: systemResolver([dns.dnsServer]) }),
-});
+const { dns, stores, clock, now, scheduler, checks } = await startChecksBed(t, 'rechecks', { onVerified: (domain) => verified.push(domain.hostname) });
 
 async function add(hostname: string): Promise<Domain> {
   const at = new Date(now()).toISOString();

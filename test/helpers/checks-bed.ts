@@ -2,6 +2,7 @@
 // edge.localhost and elsewhere.example.net answering), real embedded state and a real scheduler.
 import type { Test } from 'tap';
 import { openEmbeddedStores } from '../../src/state/embedded.ts';
+import type { Domain } from '../../src/state/types.ts';
 import { createScheduler } from '../../src/domains/scheduler.ts';
 import { createDomainChecks } from '../../src/domains/rechecks.ts';
 import { systemResolver } from '../../src/domains/verifier.ts';
@@ -13,7 +14,8 @@ import { startChalltestsrv } from './challtestsrv.ts';
 export const MINUTE = 60_000;
 export const DAY = 24 * 60 * MINUTE;
 
-export async function startChecksBed(t: Test, name: string) {
+/** `onVerified`: told of each domain a check verifies (the certificate side, in the product) */
+export async function startChecksBed(t: Test, name: string, options: { onVerified?: (domain: Domain) => void } = {}) {
   const dns = await startChalltestsrv();
   t.teardown(() => dns.stop());
   await dns.addA('edge.localhost', ['127.0.0.1']);
@@ -31,6 +33,7 @@ export async function startChecksBed(t: Test, name: string) {
     metrics: createMetrics(),
     log: createLogger('silent'),
     now,
+    onVerified: options.onVerified,
     context: () => ({ pendingRecheckMs: MINUTE, verifiedRecheckMs: DAY, cnameTarget: 'edge.localhost', caaIdentities: ['letsencrypt.org'], resolver: systemResolver([dns.dnsServer]) }),
   });
   return { dns, stores, clock, now, scheduler, checks };
