@@ -25,13 +25,15 @@ export function createHttpHandler(deps: HttpListenerDeps): (req: IncomingMessage
   const access = accessLogger(deps.log);
   return (req, res) => {
     const started = performance.now();
+    // read once checkTarget has taken an absolute-form target's authority for Host; '' before
+    let hostname = '';
     // a count and an access line, as on the HTTPS listener: a failed HTTP-01 validation is looked for here
     const done = (route: 'acme' | 'redirect' | 'unknown') =>
       res.once('finish', () => {
         deps.metrics.httpRequests.inc({ route, method: methodLabel(req.method), status: res.statusCode });
         access?.({
           method: req.method,
-          hostname: hostnameFromHost(req.headers.host),
+          hostname,
           path: (req.url ?? '/').split('?', 1)[0],
           route,
           status: res.statusCode,
@@ -49,6 +51,7 @@ export function createHttpHandler(deps: HttpListenerDeps): (req: IncomingMessage
       res.end(`${problem}\n`);
       return;
     }
+    hostname = hostnameFromHost(req.headers.host);
     const url = req.url ?? '/';
     if (url.startsWith(CHALLENGE_PREFIX)) {
       done('acme');
@@ -66,7 +69,6 @@ export function createHttpHandler(deps: HttpListenerDeps): (req: IncomingMessage
       );
       return;
     }
-    const hostname = hostnameFromHost(req.headers.host);
     if (!hostname || !url.startsWith('/')) {
       done('unknown');
       res.statusCode = 400;
