@@ -29,6 +29,14 @@ interface Call {
 interface Waiting {
   call: Call;
   resolve(decision: Promise<Decision> | Decision): void;
+  /** the message it was sent in, once sent */
+  sent?: Sent;
+}
+
+/** one message to the primary: its timeout is cleared once every call in it is answered */
+interface Sent {
+  unanswered: number;
+  timer?: ReturnType<typeof setTimeout>;
 }
 
 export interface LimiterRequest {
@@ -65,6 +73,8 @@ export class InstanceLimiter implements RateLimiter {
       if (!waiting) continue; // already decided here after the timeout
       this.#waiting.delete(id);
       waiting.resolve(decision);
+      const sent = waiting.sent;
+      if (sent && --sent.unanswered === 0) clearTimeout(sent.timer);
     }
   };
 
@@ -87,7 +97,10 @@ export class InstanceLimiter implements RateLimiter {
   async close(): Promise<void> {
     this.#channel?.off('message', this.#onMessage);
     this.#channel = null;
-    for (const waiting of [...this.#batch, ...this.#waiting.values()]) this.#decideHere(waiting);
+    for (const waiting of [...this.#batch, ...this.#waiting.values()]) {
+      clearTimeout(waiting.sent?.timer);
+      this.#decideHere(waiting);
+    }
     this.#batch = [];
     this.#waiting.clear();
     await this.#own.close();
@@ -101,9 +114,13 @@ export class InstanceLimiter implements RateLimiter {
       for (const waiting of batch) this.#decideHere(waiting);
       return;
     }
-    for (const waiting of batch) this.#waiting.set(waiting.call.id, waiting);
+    const sent: Sent = { unanswered: batch.length };
+    for (const waiting of batch) {
+      waiting.sent = sent;
+      this.#waiting.set(waiting.call.id, waiting);
+    }
     const giveUp = () => {
-      clearTimeout(timer);
+      clearTimeout(sent.timer);
       let unanswered = false;
       for (const waiting of batch) {
         if (this.#waiting.delete(waiting.call.id)) {
@@ -113,7 +130,7 @@ export class InstanceLimiter implements RateLimiter {
       }
       if (unanswered) this.#ownUntil = performance.now() + this.#timeoutMs;
     };
-    const timer = setTimeout(giveUp, this.#timeoutMs);
+    sent.timer = setTimeout(giveUp, this.#timeoutMs);
     try {
       channel.send({ type: LIMITER_REQUEST, calls: batch.map((w) => w.call) }, (err) => {
         if (err) giveUp();
