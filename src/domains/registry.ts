@@ -176,14 +176,20 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
   }
 
   async function remove(project: Project, hostname: string): Promise<void> {
-    const domain = await domainOf(project, hostname);
-    const removed = await stores.domains.remove(domain.hostname, new Date().toISOString(), domainEvent('removed', `Removed from project ${project.name}; it is no longer served.`));
+    const name = storedHostname(hostname);
+    // a domain whose stored record cannot be read (a damaged file) is still the project's while its
+    // index says so, and still removable: the store removes it from what it indexes of it
+    const notHere = () => new HttpError('not_found', `${name} is not a domain of project ${project.name}.`);
+    await domainOf(project, hostname).catch(async () => {
+      if (!(await stores.domains.statusesByProject(project.id)).some((s) => s.hostname === name)) throw notHere();
+    });
+    const removed = await stores.domains.remove(name, new Date().toISOString(), domainEvent('removed', `Removed from project ${project.name}; it is no longer served.`));
     // another removal of it came first (a double click, two instances): that one answered 204
-    if (!removed) throw new HttpError('not_found', `${domain.hostname} is not a domain of project ${project.name}.`);
-    await changed(domain.hostname);
-    await deps.checks.forget(domain.hostname);
-    await deps.onRemoved?.(domain.hostname);
-    if (domain.primary) await promoteNextPrimary(project.id);
+    if (!removed) throw notHere();
+    await changed(name);
+    await deps.checks.forget(name);
+    await deps.onRemoved?.(name);
+    if (removed.primary) await promoteNextPrimary(project.id);
   }
 
   /** The first verified, served domain becomes primary when the project has none. */

@@ -18,7 +18,8 @@
 // full disk) rejects with STATE_UNAVAILABLE and counts as a failed write of the data dir.
 // A body file that cannot be read (damaged by hand or by the disk) is that domain's problem alone: its
 // project's lists leave it out (logged once, naming the file) and reading the domain itself fails,
-// until the file is repaired or restored. Routing goes by the index and keeps serving it.
+// until the file is repaired or restored. Routing goes by the index and keeps serving it; removing it
+// goes by the index too, so an owner can take it off without repairing the file first.
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { open, readFile, rename, rm } from 'node:fs/promises';
@@ -28,7 +29,7 @@ import { keyedTurns } from '../turns.ts';
 import type { Tables } from './embedded.ts';
 import { DomainIndex, indexEntryOf } from './domain-index.ts';
 import { DomainSnapshot, type IndexEntry } from './domain-snapshot.ts';
-import { ownerAfterRemoval, ownerOf, stateUnavailable, type CertificateState, type Domain, type DomainStore, type PreviousOwner } from './types.ts';
+import { ownerAfterRemoval, ownerOf, stateUnavailable, type CertificateState, type Domain, type DomainStore, type PreviousOwner, type Project, type RemovedDomain } from './types.ts';
 import { appendBounded, eventList, oldestFirst, type DomainEvent } from '../domains/events.ts';
 
 /** what the body file holds: the domain, its timeline, and (once written with an event) its certificate state */
@@ -202,15 +203,33 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, optio
     // null, so the history (and the timeline it keeps) is written once
     remove: (hostname, at, event) =>
       serial(hostname, async () => {
-        const domain = await read(hostname);
-        if (!domain) return null;
-        const timeline = (await readJson<BodyFile>(fileOf(hostname, 'domain')))?.events ?? [];
+        const entry = index.get(hostname);
+        if (!entry) return null;
+        const file = fileOf(hostname, 'domain');
         const earlier = history.get(hostname);
-        const owner = ownerAfterRemoval(domain, at, earlier ? ownerOf(earlier) : null);
-        await tables.put('domainHistory', hostname, { accountId: domain.accountId, removedAt: at, events: appendBounded(timeline, eventList(event)), owner } satisfies History);
+        const previous = earlier ? ownerOf(earlier) : null;
+        let removed: RemovedDomain;
+        let record: History;
+        const domain = await read(hostname).catch((err: Error) => {
+          tell('error', "a domain's file cannot be read; the domain is removed from its index entry, its timeline with the file", { hostname, file, err: err.message });
+          return null;
+        });
+        if (domain) {
+          const timeline = (await readJson<BodyFile>(file))?.events ?? [];
+          removed = domain;
+          record = { accountId: domain.accountId, removedAt: at, events: appendBounded(timeline, eventList(event)), owner: ownerAfterRemoval(domain, at, previous) };
+        } else {
+          // the file is damaged or gone: the index and the project say whose it was. Whether the claim
+          // was proven is not known, so the guard keeps the stricter owner: an earlier one, or this one.
+          const accountId = tables.table<Project>('projects').get(entry.projectId)?.accountId ?? '';
+          removed = { hostname, projectId: entry.projectId, accountId, primary: true };
+          record = { accountId, removedAt: at, events: [...eventList(event)], owner: previous ?? (accountId ? { accountId, removedAt: at } : null) };
+        }
+        await tables.put('domainHistory', hostname, record satisfies History);
         await setEntry(hostname, null);
-        await Promise.all([rm(fileOf(hostname, 'domain'), { force: true }), rm(fileOf(hostname, 'certificate'), { force: true })]);
-        return domain;
+        await Promise.all([rm(file, { force: true }), rm(fileOf(hostname, 'certificate'), { force: true })]);
+        unreadable.delete(file);
+        return removed;
       }),
     previousOwner: async (hostname) => {
       const earlier = history.get(hostname);

@@ -186,9 +186,11 @@ export interface DomainStore {
   /**
    * removes it and remembers which account had it (takeover guard); null when unknown. The timeline,
    * ending with `event`, is kept with that memory for 31 days and continues if the same account adds
-   * the hostname again; it is dropped when another account does.
+   * the hostname again; it is dropped when another account does. Embedded: a domain whose file
+   * cannot be read (damaged, or deleted by hand) is removed from its index entry, its account taken
+   * from its project; the whole domain is not known then, only what `RemovedDomain` names.
    */
-  remove(hostname: string, at: string, event?: EventsToWrite): Promise<Domain | null>;
+  remove(hostname: string, at: string, event?: EventsToWrite): Promise<RemovedDomain | null>;
   /** the last account that had this hostname, and when it was removed */
   previousOwner(hostname: string): Promise<PreviousOwner | null>;
   /** the route of a served (verified) domain, read from the backend; null when it is not served */
@@ -244,6 +246,9 @@ export function ownerAfterRemoval(domain: Domain, at: string, earlier: PreviousO
   const proven = domain.ownershipToken === undefined || domain.verifiedAt !== undefined;
   return proven ? { accountId: domain.accountId, removedAt: at } : earlier;
 }
+
+/** what a removal knows of the domain it removed; `primary` is true when that cannot be known */
+export type RemovedDomain = Pick<Domain, 'hostname' | 'projectId' | 'accountId' | 'primary'>;
 
 /** a stored history's previous owner (`owner` since removals keep an unproven claim's predecessor) */
 export function ownerOf(history: PreviousOwner & { owner?: PreviousOwner | null }): PreviousOwner | null {
