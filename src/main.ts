@@ -147,7 +147,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
       limiterUp: () => failover.redisUp,
       onChange: (up) => {
         metrics.redisUp.set(up ? 1 : 0);
-        log.warn({ redis: up ? 'up' : 'down' }, up ? 'Redis is back; shared limits in force again' : 'Redis unreachable; serving from this instance');
+        log.warn({ redis: up ? 'up' : 'down' }, up ? 'Redis is back; shared limits in force again' : config.ratelimit.onRedisDown === 'local' ? 'Redis unreachable; limits are enforced by this instance alone' : 'Redis unreachable; /v1 answers 503 until it is back (ratelimit.onRedisDown: closed)');
       },
     });
     metrics.redisUp.set(watch.up ? 1 : 0);

@@ -280,6 +280,8 @@ t.test('closed: with Redis killed every /v1 call answers 503 with Retry-After, /
   const ready = await timed(s.readyz);
   t.equal(ready.status, 503, `/readyz 503: ${ready.text}`);
   t.ok(ready.ms < MAX_MS);
+  const told = await until('the outage is logged', async () => portico.logs.filter((line) => line.includes('Redis unreachable')), (lines) => lines.length > 0);
+  t.match(told[0], '/v1 answers 503 until it is back', 'the log line says what this mode does (it said "serving from this instance")');
 
   // Recovery without a restart. A load balancer sends no traffic to an instance whose /readyz is
   // 503, so readiness has to come back with Redis by itself, before any /v1 call probes it.
