@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync, existsSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import { loadConfig, restartOnlyChanges, type Config } from './config.ts';
 import { createLogger, type Logger } from './log.ts';
-import { createMetrics, decisionCounter, type Metrics } from './metrics.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
 import { openEmbeddedStores } from './state/embedded.ts';
 import type { Stores } from './state/types.ts';
 import type { RateLimiter } from './ratelimit/limiter.ts';
@@ -22,25 +22,19 @@ import { openFileOrderQueue } from './certs/order-queue.ts';
 import type { CertStores } from './certs/types.ts';
 import { createOcspStapler } from './certs/ocsp.ts';
 import { fileTicketKeys, redisTicketKeys, rotateTicketKeys, type TicketKeySource } from './certs/ticket-keys.ts';
-import { createForwarder, type Forwarder } from './proxy/forward.ts';
-import { createProjectProxy, type ProjectProxy } from './proxy/project-proxy.ts';
-import { createApi } from './api/v1.ts';
-import { openapiDocument } from './api/openapi.ts';
-import { createRouteTable, type RouteTable } from './routing/route.ts';
+import { createForwarder } from './proxy/forward.ts';
+import { createProjectProxy } from './proxy/project-proxy.ts';
+import { createRouteTable } from './routing/route.ts';
 import { followChanges, loadRoutes } from './routing/sync.ts';
-import { createDomainRegistry } from './domains/registry.ts';
 import { createScheduler } from './domains/scheduler.ts';
-import { createDomainChecks, type DomainChecks } from './domains/rechecks.ts';
-import { projectTurns, type ProjectTurns } from './domains/project-turns.ts';
+import { createDomainChecks } from './domains/rechecks.ts';
+import { projectTurns } from './domains/project-turns.ts';
 import type { Resolver } from './domains/verifier.ts';
 import { systemResolver } from './domains/verifier.ts';
-import { createEdgeHandler, createUpgradeHandler } from './edge/pipeline.ts';
-import { createHttpHandler } from './edge/http-listener.ts';
-import { createConnectHandler } from './edge/extended-connect.ts';
 import { createListeners, type ListenerHandlers, type Listeners } from './edge/listeners.ts';
 import { createTrust } from './edge/client-ip.ts';
 import { redact, type RedisMode } from './state/redis-url.ts';
-import { createAdminHandler } from './admin/handler.ts';
+import { buildHandlers, type Shared } from './handlers.ts';
 
 // tickets encrypted under one key resume for up to this long; then a full handshake and a new ticket
 const TICKET_PERIOD_SECONDS = 12 * 3600;
@@ -54,29 +48,6 @@ export interface Running {
   reload(): Promise<void>;
   /** graceful: stop accepting, finish in-flight requests (bounded by timeouts.shutdownMs), close state */
   stop(): Promise<void>;
-}
-
-interface Shared {
-  /** DNS checks of domains, on request and by themselves (one scheduler for the process) */
-  checks: DomainChecks;
-  stores: Stores;
-  certStores: CertStores;
-  /** an owner's changes and the background checks of one project's domains take turns (across instances too) */
-  domainTurns: ProjectTurns;
-  limiter: RateLimiter;
-  metrics: Metrics;
-  log: Logger;
-  forwarder: Forwarder;
-  /** one for the process: it owns the open WebSocket tunnels, which must outlive a reload */
-  proxy: ProjectProxy;
-  routes: RouteTable;
-  certificates: CertificateManager;
-  adminToken: string;
-  /** Redis answers (a fresh PING, see watchRedis); null: embedded state */
-  redisUp: (() => Promise<boolean>) | null;
-  /** the Redis topology (null: embedded) */
-  redisMode: RedisMode | null;
-  reload(): Promise<void>;
 }
 
 export interface ServeOptions {
@@ -298,46 +269,6 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
         await limiter.close();
         await stores.close();
       })()),
-  };
-}
-
-function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
-  const { stores, metrics, log, routes, certificates } = shared;
-  const trust = createTrust(config.trustedProxies);
-  const api = createApi({
-    config,
-    stores,
-    limiter: shared.limiter,
-    forwarder: shared.forwarder,
-    openapi: () => openapiDocument(config),
-    onAuthFailure: () => metrics.authFailures.inc(),
-    onDecision: decisionCounter(metrics),
-  });
-  const domains = createDomainRegistry({
-    config,
-    stores,
-    checks: shared.checks,
-    turns: shared.domainTurns,
-    onRemoved: (hostname) => certificates.onRemoved(hostname),
-  });
-  const edgeDeps = { routes, proxy: shared.proxy, publicHttpsPort: config.https.publicPort, api, metrics, log, trust };
-  const readiness = async (): Promise<{ status: number; body: Record<string, string> }> => {
-    if (!shared.redisUp) {
-      // embedded: ready while the data dir takes writes (a full disk answers every change 503)
-      if ((await stores.health()) === 'ok') return { status: 200, body: { status: 'ok', state: 'embedded' } };
-      return { status: 503, body: { status: 'unavailable', state: 'embedded', writes: 'failing' } };
-    }
-    const redis = (await shared.redisUp()) ? 'ok' : config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down';
-    return { status: redis === 'down' ? 503 : 200, body: { status: redis === 'down' ? 'unavailable' : 'ok', redis, mode: shared.redisMode ?? 'standalone' } };
-  };
-  const adminDeps = { config, adminToken: shared.adminToken, stores, domains, metrics, log, readiness, reload: shared.reload };
-  return {
-    edge: createEdgeHandler(edgeDeps),
-    upgrade: createUpgradeHandler(edgeDeps),
-    connect: createConnectHandler(edgeDeps),
-    http: createHttpHandler({ publicHttpsPort: config.https.publicPort, challenge: (token) => shared.certStores.challenges.get(token), metrics, log, trust }),
-    admin: createAdminHandler(adminDeps),
-    metricsOnly: createAdminHandler(adminDeps, { metricsOnly: true }),
   };
 }
 
