@@ -1223,14 +1223,15 @@ t.test('back-pressure longer than timeoutMs is not an upstream timeout', async (
 t.test('a sink full at the end of the answer that never drains does not stall the connection', async (t) => {
   // a sink whose visitor left after the last write: 'drain' never comes
   const upstream = await rawServer(t, (req) => req.socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n'));
-  const client = newClient(t, { timeoutMs: 1_000 });
+  const client = newClient(t, { timeoutMs: 5_000 });
   const stuck = new Collector();
   stuck.full = true;
   t.equal((await get(client, upstream.origin, { sink: stuck })).body, 'hello');
   const started = performance.now();
   t.equal((await get(client, upstream.origin)).body, 'hello');
   const waited = performance.now() - started;
-  t.ok(waited < 500, `the next exchange on the connection took ${Math.round(waited)} ms`);
+  // a stalled connection answers only after the 5 s timeout; a loaded machine is slow, not that slow
+  t.ok(waited < 2_500, `the next exchange on the connection took ${Math.round(waited)} ms`);
   t.equal(upstream.accepted, 1, 'on the same connection');
 });
 
