@@ -3,6 +3,9 @@
 import net from 'node:net';
 import type { Limit } from './ratelimit/limiter.ts';
 
+/** the longest setTimeout waits (2^31 − 1 ms); Node fires a longer one after 1 ms */
+export const MAX_TIMER_MS = 2_147_483_647;
+
 export function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -66,6 +69,16 @@ export class Reader {
     if (v === undefined || v === null) return fallback;
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min) {
       this.fail(at, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`);
+      return fallback;
+    }
+    return v;
+  }
+
+  /** a duration in milliseconds: at most what a timer can wait (longer ones fire after 1 ms in Node) */
+  ms(at: string, fallback: number, min: number): number {
+    const v = this.int(at, fallback, min);
+    if (v > MAX_TIMER_MS) {
+      this.fail(at, `must be at most ${MAX_TIMER_MS} ms (about 24.8 days, the longest a timer waits), got ${v}`);
       return fallback;
     }
     return v;

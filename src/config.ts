@@ -123,9 +123,9 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
     certsDir: path.resolve(cwd, read.string('certsDir', './certs')),
     redis: {
       url: redisUrl(read.optionalString('redis.url'), problems),
-      commandTimeoutMs: read.int('redis.commandTimeoutMs', 150, 10),
+      commandTimeoutMs: read.ms('redis.commandTimeoutMs', 150, 10),
       replicasToAck: nullWhenNegative(read.int('redis.replicasToAck', -1, 0)),
-      replicaAckTimeoutMs: read.int('redis.replicaAckTimeoutMs', 200, 1),
+      replicaAckTimeoutMs: read.ms('redis.replicaAckTimeoutMs', 200, 1),
     },
     platform: {
       domain: read.hostname('platform.domain', 'localhost'),
@@ -134,7 +134,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
       cnameTarget: read.hostname('platform.cnameTarget', 'edge.localhost'),
     },
     dns: { servers: read.list('dns.servers', []) },
-    domains: { pendingRecheckMs: read.int('domains.pendingRecheckMs', 60_000, 100), verifiedRecheckMs: read.int('domains.verifiedRecheckMs', 86_400_000, 100) },
+    domains: { pendingRecheckMs: read.ms('domains.pendingRecheckMs', 60_000, 100), verifiedRecheckMs: read.ms('domains.verifiedRecheckMs', 86_400_000, 100) },
     acme: readAcme(read, problems, Boolean(env.PORTICO_ACME_DIRECTORY)),
     api: {
       hosts: read.hostnames('api.hosts', ['api.localhost', 'localhost', '127.0.0.1'], true),
@@ -164,11 +164,11 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
       },
     },
     timeouts: {
-      headersMs: read.int('timeouts.headersMs', 10000, 100),
-      requestMs: read.int('timeouts.requestMs', 60000, 100),
-      keepAliveMs: read.int('timeouts.keepAliveMs', 5000, 100),
-      upstreamMs: read.int('timeouts.upstreamMs', 30000, 10),
-      shutdownMs: read.int('timeouts.shutdownMs', 10000, 0),
+      headersMs: read.ms('timeouts.headersMs', 10000, 100),
+      requestMs: read.ms('timeouts.requestMs', 60000, 100),
+      keepAliveMs: read.ms('timeouts.keepAliveMs', 5000, 100),
+      upstreamMs: read.ms('timeouts.upstreamMs', 30000, 10),
+      shutdownMs: read.ms('timeouts.shutdownMs', 10000, 0),
     },
     log: { level: read.oneOf('log.level', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const, 'info') },
   };

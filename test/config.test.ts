@@ -226,6 +226,24 @@ t.test('more kinds of problems, still all reported together', async (t) => {
   for (const pattern of expected) t.ok(err.problems.some((p) => pattern.test(p)), `reported: ${pattern}`);
 });
 
+// Node fires a timer longer than 2^31 − 1 ms after 1 ms: `upstreamMs: 3000000000` answered every
+// proxied request 504 after ~20 ms and `shutdownMs` cut in-flight requests at once, with only a
+// TimeoutOverflowWarning on stderr. A duration a timer cannot wait is refused at start.
+t.test('a duration longer than a timer can wait is a problem, naming the setting', async (t) => {
+  const err = configError(t, () =>
+    withEnv(
+      { PORTICO_VERIFIED_RECHECK_MS: '2147483648' },
+      YAML.replace('  upstreamMs: 30000', '  upstreamMs: 3000000000').replace('  shutdownMs: 10000', '  shutdownMs: 99999999999'),
+    ),
+  );
+  t.strictSame(err.problems.sort(), [
+    'domains.verifiedRecheckMs (PORTICO_VERIFIED_RECHECK_MS) must be at most 2147483647 ms (about 24.8 days, the longest a timer waits), got 2147483648',
+    'timeouts.shutdownMs must be at most 2147483647 ms (about 24.8 days, the longest a timer waits), got 99999999999',
+    'timeouts.upstreamMs must be at most 2147483647 ms (about 24.8 days, the longest a timer waits), got 3000000000',
+  ]);
+  t.equal(withEnv({ PORTICO_VERIFIED_RECHECK_MS: '2147483647' }).domains.verifiedRecheckMs, 2_147_483_647, 'the longest is accepted');
+});
+
 t.test('two listeners on one port is a problem', async (t) => {
   const err = configError(t, () => withEnv({ PORTICO_HTTP_PORT: '9180' }));
   t.strictSame(err.problems, ['http.port and admin.port are both 9180']);

@@ -192,6 +192,6 @@ export function readAcme(read: Reader, problems: string[], fromEnv: boolean): Co
     issuers,
     email: read.optionalString('acme.email'),
     caaIdentities: allCaaIdentities(issuers),
-    onDemandWaitMs: read.int('acme.onDemandWaitMs', 5000, 0),
+    onDemandWaitMs: read.ms('acme.onDemandWaitMs', 5000, 0),
   };
 }
