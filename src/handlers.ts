@@ -21,7 +21,7 @@ import { createConnectHandler } from './edge/extended-connect.ts';
 import type { ListenerHandlers } from './edge/listeners.ts';
 import { createTrust } from './edge/client-ip.ts';
 import type { RedisMode } from './state/redis-url.ts';
-import { createAdminHandler } from './admin/handler.ts';
+import { createAdminHandler, type LastAnswers } from './admin/handler.ts';
 
 export interface Shared {
   /** DNS checks of domains, on request and by themselves (one scheduler for the process) */
@@ -44,6 +44,8 @@ export interface Shared {
   /** the Redis topology (null: embedded) */
   redisMode: RedisMode | null;
   reload(): Promise<void>;
+  /** the admin answers kept for a Redis outage, one cache for the process (admin/handler.ts adminAnswers) */
+  adminAnswers: LastAnswers;
 }
 
 export function buildHandlers(config: Config, shared: Shared): ListenerHandlers {
@@ -75,7 +77,9 @@ export function buildHandlers(config: Config, shared: Shared): ListenerHandlers 
     const redis = (await shared.redisUp()) ? 'ok' : config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down';
     return { status: redis === 'down' ? 503 : 200, body: { status: redis === 'down' ? 'unavailable' : 'ok', redis, mode: shared.redisMode ?? 'standalone' } };
   };
-  const adminDeps = { config, adminToken: shared.adminToken, stores, domains, metrics, log, readiness, reload: shared.reload };
+  // answers read under the configuration before are not given under this one
+  shared.adminAnswers.forgetAll();
+  const adminDeps = { config, adminToken: shared.adminToken, stores, domains, metrics, log, readiness, reload: shared.reload, lastAnswers: shared.adminAnswers };
   return {
     edge: createEdgeHandler(edgeDeps),
     upgrade: createUpgradeHandler(edgeDeps),

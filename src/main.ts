@@ -35,6 +35,7 @@ import { createListeners, type ListenerHandlers, type Listeners } from './edge/l
 import { createTrust } from './edge/client-ip.ts';
 import { redact, type RedisMode } from './state/redis-url.ts';
 import { buildHandlers, type Shared } from './handlers.ts';
+import { adminAnswers } from './admin/handler.ts';
 
 // tickets encrypted under one key resume for up to this long; then a full handshake and a new ticket
 const TICKET_PERIOD_SECONDS = 12 * 3600;
@@ -193,7 +194,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   // read at each WebSocket: a reload sets timeoutMs
   const proxyOptions: Parameters<typeof createProjectProxy>[1] = { timeoutMs: config.timeouts.upstreamMs, onError: (kind) => metrics.upstreamErrors.inc({ kind }) };
   const proxy = createProjectProxy(forwarder, proxyOptions);
-  const shared: Shared = { stores, certStores, domainTurns, limiter, metrics, log, forwarder, proxy, routes, certificates, checks, adminToken, redisUp, redisMode, reload: options.reloadEverywhere ?? (() => reload()) };
+  const shared: Shared = { stores, certStores, domainTurns, limiter, metrics, log, forwarder, proxy, routes, certificates, checks, adminToken, redisUp, redisMode, reload: options.reloadEverywhere ?? (() => reload()), adminAnswers: adminAnswers(stores) };
   const handlers = buildHandlers(config, shared);
   const ocsp = createOcspStapler({ onError: (err) => log.warn({ err: (err as Error).message }, 'could not fetch an OCSP response to staple') });
   const listeners = createListeners({ config, fallback, secureContext: (name) => certificates.secureContext(name), handlers, ocsp, metrics, trust: createTrust(config.trustedProxies) });

@@ -25,6 +25,18 @@ export interface AdminDeps {
   readiness(): Promise<{ status: number; body: Record<string, string> }>;
   /** re-reads the configuration; rejects with `problems` when it cannot apply */
   reload(): Promise<void>;
+  /** the process's one cache of admin answers (adminAnswers); handlers built again at a reload share it */
+  lastAnswers: LastAnswers;
+}
+
+/**
+ * The admin answers of the process: made once and subscribed to change notices once (a reload builds
+ * the handlers again; each subscribing anew kept every earlier handler reachable, two per reload).
+ */
+export function adminAnswers(stores: Stores): LastAnswers {
+  const answers = new LastAnswers();
+  stores.events.subscribe(() => answers.forgetAll());
+  return answers;
 }
 
 type Params = Record<string, string>;
@@ -58,7 +70,7 @@ const SEEN_MAX_BYTES = 8 * 1024 * 1024;
  * answer, and a read that began before it is not kept: a removed domain or a deleted redirect never
  * comes back from one.
  */
-class LastAnswers {
+export class LastAnswers {
   #answers = new Map<string, { status: number; text: string }>();
   #bytes = 0;
   #version = 0;
@@ -103,9 +115,8 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
   const project = (id: string) => getProject(id, stores);
   const expected = createHash('sha256').update(deps.adminToken).digest();
   const body = (req: IncomingMessage, optional = false) => readJsonObject(req, MAX_ADMIN_BODY, { optional });
-  const lastAnswers = new LastAnswers();
+  const { lastAnswers } = deps;
   const access = accessLogger(log);
-  stores.events.subscribe(() => lastAnswers.forgetAll());
 
   const routes: Array<[string, RegExp, AdminOperation]> = [
     ['POST', /^\/admin\/accounts$/, async (req) => ({ status: 201, body: await createAccount(await body(req), stores, config) })],
