@@ -251,8 +251,9 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
           const text = await call(() => client.hget(`portico:categories:${environment}`, String(id)));
           return text === null ? null : (JSON.parse(text) as Category);
         } catch (err) {
-          const cached = categoryLists.get(environment);
-          if (cached) return cached.value.find((c) => c.id === id) ?? null;
+          // an id the last copy does not hold may have been made since: unknown (503), never "none" (404)
+          const cached = categoryLists.get(environment)?.value.find((c) => c.id === id);
+          if (cached) return cached;
           throw err;
         }
       },

@@ -339,13 +339,17 @@ t.test('redis only', async (t) => {
     t.strictSame(await b.accounts.get('acct_n'), account('acct_n', 'pro'));
     t.strictSame(await b.keys.findByHash(key.hash), key);
     // A changes the list, the plan and the key; B gets a notice for each
-    await a.categories.create('production', { name: 'second' }, 10);
+    const second = await a.categories.create('production', { name: 'second' }, 10);
+    if (second === 'full') throw new Error('unexpected full');
     await a.accounts.update(account('acct_n', 'business'));
     await a.keys.revoke('key_notice', REVOKED);
     await sleep(200);
     await own.kill();
 
     t.strictSame(await b.categories.list('production'), [first], 'B\'s list answers from its last copy (it had not seen the second)');
+    t.strictSame(await b.categories.get('production', first.id), first, 'a category in that copy answers');
+    // it answered null (404 "No category with id …") for a category acknowledged 201 on A
+    await t.rejects(b.categories.get('production', second.id), { code: 'STATE_UNAVAILABLE' }, 'one not in it is unknown, not "none": it may have been made since');
     t.strictSame(await b.accounts.get('acct_n'), account('acct_n', 'pro'), 'so does the account');
     await t.rejects(b.keys.findByHash(key.hash), { code: 'STATE_UNAVAILABLE' }, 'the revoked key is not answered from the old copy');
     t.match(await a.keys.findByHash(key.hash), { revokedAt: REVOKED }, 'A knows it is revoked');
