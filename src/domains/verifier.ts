@@ -4,7 +4,7 @@
 // a TLS handshake.
 import { Resolver as DnsResolver } from 'node:dns/promises';
 import { checkCaa } from './caa.ts';
-import { listed, normalise, query, shownList, SHOWN_NAME_CHARS, SHOWN_TXT_CHARS, type Answer } from './dns-answers.ts';
+import { listed, normalise, query, shortened, shownList, SHOWN_NAME_CHARS, SHOWN_TXT_CHARS, type Answer } from './dns-answers.ts';
 
 export { checkCaa, VALIDATION_METHOD, type CaaOptions } from './caa.ts';
 
@@ -90,9 +90,11 @@ async function checkSubdomain(hostname: string, target: string, resolver: Resolv
   if ('ok' in cname) {
     const values = cname.ok.map(normalise);
     if (values.includes(target)) return [];
+    const via = await chainTo(values[0], target, resolver);
+    const chain = via === null ? '' : ` It leads there through ${[shortened(values[0], CHAIN_NAME_CHARS), ...via].join(' → ')}, but a chain breaks when one of its names changes hands or records, so it must point there itself.`;
     return [{
       code: 'cname_mismatch',
-      message: `${hostname} has a CNAME record pointing to ${listed(values, SHOWN_NAME_CHARS)}, but it must point to ${target}. Change the CNAME record's value to ${target}.`,
+      message: `${hostname} has a CNAME record pointing to ${listed(values, SHOWN_NAME_CHARS)}, but it must point to ${target}.${chain} Change the CNAME record's value to ${target}.`,
       found: shownList(values, SHOWN_NAME_CHARS),
       expected: target,
     }];
@@ -118,6 +120,32 @@ async function checkSubdomain(hostname: string, target: string, resolver: Resolv
     message: `No CNAME record for ${hostname} was found yet. Create a CNAME record for ${hostname} pointing to ${target}. ${PROPAGATION}.`,
     expected: target,
   }];
+}
+
+/** most names a CNAME chain is followed through to tell the owner it ends at the target */
+const CHAIN_HOPS = 8;
+/** each name of a chain shown is cut here: nine names of 255 characters would make a long message */
+const CHAIN_NAME_CHARS = 100;
+
+/**
+ * The names after `first` through which a CNAME chain reaches `target` (the last being `target`), or
+ * null: it does not within CHAIN_HOPS, loops, or a lookup fails. Only for the message: DESIGN asks for
+ * the CNAME to name the target itself.
+ */
+async function chainTo(first: string, target: string, resolver: Resolver): Promise<string[] | null> {
+  const seen = new Set([first]);
+  const path: string[] = [];
+  let name = first;
+  for (let hop = 0; hop < CHAIN_HOPS; hop++) {
+    const next = await query('CNAME', name, () => resolver.resolveCname(name));
+    if (!('ok' in next)) return null;
+    name = normalise(next.ok[0]);
+    path.push(shortened(name, CHAIN_NAME_CHARS));
+    if (name === target) return path;
+    if (seen.has(name)) return null;
+    seen.add(name);
+  }
+  return null;
 }
 
 // The apex cannot hold a CNAME beside its SOA/NS, so providers flatten an ALIAS/ANAME into A/AAAA
