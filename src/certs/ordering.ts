@@ -87,23 +87,37 @@ export function createOrdering(options: OrderingOptions) {
     }
   }
 
-  const record = (hostname: string) => (event: DomainEvent) => stores.domains.appendEvent(hostname, event);
+  // an order's steps go on the timeline of the domain it was placed for, not on one added back under
+  // the same name while it ran
+  const record = (domain: Domain) => async (event: DomainEvent) => {
+    if (sameDomain(domain, await stores.domains.get(domain.hostname))) await stores.domains.appendEvent(domain.hostname, event);
+  };
 
-  async function setCertificateState(hostname: string, update: (domain: Domain) => Domain['certificate'], event?: DomainEvent): Promise<void> {
+  /** `of`: only while the domain of that name is still this one */
+  async function setCertificateState(hostname: string, update: (domain: Domain) => Domain['certificate'], event?: DomainEvent, of?: Domain): Promise<void> {
     const domain = await stores.domains.get(hostname);
-    if (!domain) return;
+    if (!domain || (of && !sameDomain(of, domain))) return;
     await stores.domains.setCertificate(hostname, update(domain), event);
   }
 
   function obtain(hostname: string, reason: OrderReason): Promise<OrderResult> {
     const running = inFlight.get(hostname);
     if (running) return running;
-    const work = run(hostname, reason).finally(() => inFlight.delete(hostname));
+    const work = runForCurrentDomain(hostname, reason).finally(() => inFlight.delete(hostname));
     inFlight.set(hostname, work);
     return work;
   }
 
-  async function run(hostname: string, reason: OrderReason): Promise<OrderResult> {
+  async function runForCurrentDomain(hostname: string, reason: OrderReason): Promise<OrderResult> {
+    const result = await run(hostname, reason);
+    // the order was for a domain removed meanwhile and the name was added back: the new domain's
+    // verification joined this order (this instance) or waited for its lock (another), so it gets its
+    // own order here, as a newly verified domain does. Read after the lock is released, so a
+    // verification that found the lock held is seen.
+    return result.replaced ? runForCurrentDomain(hostname, 'verified') : result;
+  }
+
+  async function run(hostname: string, reason: OrderReason): Promise<OrderResult & { replaced?: true }> {
     // 1. only verified domains, read fresh from the store (never the cache), get an order
     const domain = await stores.domains.get(hostname);
     if (!domain || domain.status !== 'verified') {
@@ -171,34 +185,46 @@ export function createOrdering(options: OrderingOptions) {
     return { certificate: valid, paused: true };
   }
 
-  /** After the CA answered: is the domain still there and verified? (It may have been removed meanwhile.) */
-  async function stillWanted(hostname: string): Promise<boolean> {
-    const domain = await stores.domains.get(hostname);
-    return domain !== null && domain.status === 'verified';
+  /**
+   * After the CA answered: is the domain the order was placed for still there and verified? It may
+   * have been removed meanwhile, and its name added back: a new domain (another createdAt), which
+   * gets an order of its own.
+   */
+  async function stillWanted(domain: Domain): Promise<'wanted' | 'gone' | 'replaced'> {
+    const current = await stores.domains.get(domain.hostname);
+    if (!sameDomain(domain, current)) return current ? 'replaced' : 'gone';
+    return current!.status === 'verified' ? 'wanted' : 'gone';
   }
 
-  /** The domain went while its order ran: nothing of the order stays (certificate, queue entry). */
-  async function drop(hostname: string, issued: boolean): Promise<OrderResult> {
+  /**
+   * The domain went while its order ran: nothing of the order stays (certificate, queue entry). A
+   * domain added back under the name keeps its own place in the queue, and the instances that cached
+   * the dropped certificate meanwhile (waiting for this order) forget it.
+   */
+  async function drop(hostname: string, issued: boolean, state: 'gone' | 'replaced', stored = false): Promise<OrderResult & { replaced?: true }> {
     await certs.certificates.remove(hostname).catch(() => undefined);
-    await queue.remove(hostname);
-    log.info({ hostname }, issued ? 'certificate dropped: the domain was removed (or is no longer verified) while its order ran' : 'order ended after the domain was removed (or is no longer verified)');
-    return { certificate: null };
+    if (state === 'gone') await queue.remove(hostname);
+    if (stored) await stores.events.publish(`domain:${hostname}`).catch(() => undefined);
+    log.info({ hostname, ...(state === 'replaced' ? { addedBack: true } : {}) }, issued ? 'certificate dropped: the domain was removed (or is no longer verified) while its order ran' : 'order ended after the domain was removed (or is no longer verified)');
+    return state === 'replaced' ? { certificate: null, replaced: true } : { certificate: null };
   }
 
-  async function order(domain: Domain, valid: StoredCertificate | null, reason: OrderReason): Promise<OrderResult> {
+  async function order(domain: Domain, valid: StoredCertificate | null, reason: OrderReason): Promise<OrderResult & { replaced?: true }> {
     const { hostname } = domain;
     const started = now();
-    if (!valid) await setCertificateState(hostname, (d) => ({ ...d.certificate, status: 'pending', queuePosition: undefined }));
+    if (!valid) await setCertificateState(hostname, (d) => ({ ...d.certificate, status: 'pending', queuePosition: undefined }), undefined, domain);
     const replaces = valid?.ari && valid.directory ? { certId: valid.ari.certId, directory: valid.directory } : undefined;
-    const outcome = await chain.issue({ hostname, ...(replaces ? { replaces } : {}), record: record(hostname) });
-    // the CA can take seconds: the owner may have removed the domain meanwhile
-    if (!(await stillWanted(hostname))) return drop(hostname, outcome.kind === 'issued');
+    const outcome = await chain.issue({ hostname, ...(replaces ? { replaces } : {}), record: record(domain) });
+    // the CA can take seconds: the owner may have removed the domain meanwhile (and added it back)
+    const answered = await stillWanted(domain);
+    if (answered !== 'wanted') return drop(hostname, outcome.kind === 'issued', answered);
     if (outcome.kind === 'issued') {
       const { issued, issuer } = outcome;
       const stored: StoredCertificate = { hostname, ...issued, directory: issuer.directory };
       await certs.certificates.put(stored);
       // removed between the look above and the write: its removal found nothing to delete yet
-      if (!(await stillWanted(hostname))) return drop(hostname, true);
+      const written = await stillWanted(domain);
+      if (written !== 'wanted') return drop(hostname, true, written, true);
       await stores.domains.setCertificate(hostname, { status: 'issued', issuer: issued.issuer, notAfter: issued.notAfter }, domainEvent(
         'certificate_issued',
         `${valid ? 'Renewed' : 'Got'} the certificate from ${issuer.name} (issued by ${issued.issuer}), valid until ${issued.notAfter}.`,
@@ -324,3 +350,11 @@ export function createOrdering(options: OrderingOptions) {
 }
 
 export type Ordering = ReturnType<typeof createOrdering>;
+
+/**
+ * The same domain, not only the same name: a domain removed and added back is a new one (its own
+ * createdAt), and what was started for the old one is not the new one's.
+ */
+function sameDomain(a: Domain, b: Domain | null): boolean {
+  return b !== null && a.hostname === b.hostname && a.createdAt === b.createdAt && a.accountId === b.accountId && a.projectId === b.projectId;
+}
