@@ -87,7 +87,16 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
       ).then((problems) => process.send!({ type: RELOAD_RESULT, id: message.id, problems } satisfies ReloadMessage));
     });
   }
-  const stop = (signal: string) => {
+  // One stop, however many signals ask for it: under systemd (KillMode=control-group) or on a
+  // terminal's Ctrl-C every process gets the signal and the primary forwards its own, so a worker
+  // gets two, and Node's default action for the second would cut the requests in flight.
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.info({ signal }, 'already stopping');
+      return;
+    }
+    stopping = true;
     log.info({ signal }, 'stopping: no new connections, finishing requests in flight');
     running.stop().then(
       () => {
@@ -107,8 +116,8 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
       (err) => log.error({ problems: (err as { problems?: string[] }).problems ?? [(err as Error).message] }, 'reload refused; the previous configuration stays in force'),
     );
   });
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
 }
 
 /**
@@ -171,6 +180,7 @@ async function runPrimary(count: number, log: Logger): Promise<void> {
   // held here so a replaced worker finds the counts and bans of the one it replaces
   const limiter = new MemoryLimiter();
   let stopping = false;
+  let exitCode = 0;
   // reloads asked for by a worker, waiting for every worker's result: id → one per worker
   let nextOrder = 0;
   const orders = new Map<number, (worker: Worker, problems: string[] | null) => void>();
@@ -236,8 +246,15 @@ async function runPrimary(count: number, log: Logger): Promise<void> {
     failedStarts = 0;
   });
   cluster.on('exit', (worker: Worker, code, signal) => {
-    if (stopping) return;
     const started = listened.delete(worker.id);
+    if (stopping) {
+      // a worker killed by the signal before it listened (the stop came during its start) had
+      // nothing in flight; any other end than exit 0 may have cut requests, and the exit code says so
+      if (code === 0 || (signal !== null && !started)) return;
+      log.error({ workerPid: worker.process.pid, code, signal }, 'a worker did not stop cleanly');
+      exitCode = 1;
+      return;
+    }
     if (!started && !everListened) {
       log.fatal({ workerPid: worker.process.pid, code, signal }, 'a worker could not start (its error is above); stopping');
       console.error('portico: a worker could not start; see the log above');
@@ -260,8 +277,13 @@ async function runPrimary(count: number, log: Logger): Promise<void> {
   process.on('SIGHUP', () => {
     for (const worker of all()) worker.process.kill('SIGHUP');
   });
-  function stop(signal: NodeJS.Signals, exitCode = 0): void {
+  function stop(signal: NodeJS.Signals, code = 0): void {
+    if (stopping) {
+      log.info({ signal }, 'already stopping');
+      return;
+    }
     stopping = true;
+    exitCode = code;
     log.info({ signal }, 'stopping all workers');
     for (const worker of all()) worker.process.kill('SIGTERM');
     const check = setInterval(() => {
@@ -272,6 +294,6 @@ async function runPrimary(count: number, log: Logger): Promise<void> {
       }
     }, 50);
   }
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', (signal) => stop(signal));
+  process.on('SIGINT', (signal) => stop(signal));
 }
