@@ -145,6 +145,16 @@ export function killAll(pids: Iterable<number>): void {
   }
 }
 
+/** whether a process of this pid is running (signal 0 checks without sending anything) */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function cleanup(...dirs: string[]): void {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 }

@@ -6,7 +6,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { tempDir, cleanup, ADMIN_TOKEN, killAll } from '../helpers/portico.ts';
+import { tempDir, cleanup, ADMIN_TOKEN, killAll, alive } from '../helpers/portico.ts';
 import { api, accountWithKey } from '../helpers/client.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { startRedis } from '../helpers/redis.ts';
@@ -115,14 +115,6 @@ const get = (what: string, ms = 10_000) =>
 const metricsNow = () => bounded(scrape(ports.admin), 'GET /metrics').then(parseExposition);
 
 const listening = () => entries.filter((e) => typeof e.msg === 'string' && e.msg.startsWith('Portico listening'));
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 t.test('the primary starts two workers on the same fixed ports', async (t) => {
   const started = await waitFor(() => listening().length >= 2 && listening(), 'two "Portico listening" lines');

@@ -6,7 +6,7 @@
 import t, { type Test } from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { spawnPortico, killAll, cleanup, type Child } from '../helpers/portico.ts';
+import { spawnPortico, killAll, cleanup, alive, type Child } from '../helpers/portico.ts';
 import { api, accountWithKey } from '../helpers/client.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { startRedis } from '../helpers/redis.ts';
@@ -80,14 +80,6 @@ async function inFlight(child: Child, upstream: { hits: number }): Promise<{ ans
   return { answers };
 }
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** The exit code, or a failure if the process is still running after `ms` (then it is killed). */
 async function exitOf(child: Child, ms = 20_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
