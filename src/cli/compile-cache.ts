@@ -3,26 +3,35 @@
 // anything heavy loads. It is only an optimisation: a missing, read-only or corrupt directory means
 // compiling as usual, never a failed start; Node checks every entry against its source.
 //
-// The directory: PORTICO_COMPILE_CACHE (`off` turns it off), else `node_modules/.cache/portico` of
-// the install — it survives reboots, goes with `npm ci`, and is not a shared, world-writable /tmp
-// path whose contents another user could plant. Read here rather than in config.ts because it must
-// act before config.ts and its dependencies are compiled.
+// The directory: PORTICO_COMPILE_CACHE (`off` turns it off), else `portico` in the user's cache
+// directory (`$XDG_CACHE_HOME`, else `~/.cache`): it survives reboots, is not a shared,
+// world-writable /tmp path whose contents another user could plant, and is outside the checkout,
+// which `npm start` writes nothing into but the data and certs dirs (DESIGN §1). Entries are keyed by
+// Node's version and checked against their source, so installs sharing it never mix. Read here
+// rather than in config.ts because it must act before config.ts and its dependencies are compiled.
 import { enableCompileCache, flushCompileCache } from 'node:module';
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
 import path from 'node:path';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-
-/** The cache directory for this install, or null when there is none to use. */
-export function compileCacheDir(env: NodeJS.ProcessEnv, root = ROOT): string | null {
+/** The cache directory, or null when there is none to use (no home directory to keep it in). */
+export function compileCacheDir(env: NodeJS.ProcessEnv, home = homeOrEmpty()): string | null {
   const setting = env.PORTICO_COMPILE_CACHE?.trim();
   if (setting === 'off' || setting === '0' || setting === 'false') return null;
   if (setting) return path.resolve(setting);
-  // installed as a dependency (…/node_modules/portico): the node_modules that holds it
-  const parent = path.dirname(root);
-  if (path.basename(parent) === 'node_modules') return path.join(parent, '.cache', 'portico');
-  const own = path.join(root, 'node_modules');
-  return existsSync(own) ? path.join(own, '.cache', 'portico') : null;
+  // the XDG Base Directory rule: a relative value is to be ignored
+  const xdg = env.XDG_CACHE_HOME?.trim();
+  if (xdg && path.isAbsolute(xdg)) return path.join(xdg, 'portico');
+  return home && path.isAbsolute(home) && home !== '/' ? path.join(home, '.cache', 'portico') : null;
+}
+
+function homeOrEmpty(): string {
+  try {
+    return homedir();
+  } catch {
+    // no passwd entry and no HOME: no cache
+    return '';
+  }
 }
 
 export function startCompileCache(env: NodeJS.ProcessEnv = process.env): void {

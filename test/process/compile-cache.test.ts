@@ -8,17 +8,29 @@ import tls from 'node:tls';
 import { compileCacheDir, makeDirectory } from '../../src/cli/compile-cache.ts';
 import { spawnPortico, tempDir, cleanup, type Child } from '../helpers/portico.ts';
 
-t.test('the cache directory: the setting, off, or node_modules/.cache/portico of the install', async (t) => {
-  const root = tempDir('install');
-  t.teardown(() => cleanup(root));
-  t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: 'off' }, root), null);
-  t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: '0' }, root), null);
-  t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: '/var/cache/portico' }, root), '/var/cache/portico');
-  t.equal(compileCacheDir({}, root), null, 'no node_modules beside the code: no default');
-  makeDirectory(path.join(root, 'node_modules'));
-  t.equal(compileCacheDir({}, root), path.join(root, 'node_modules/.cache/portico'));
-  const dependency = path.join(root, 'app/node_modules/portico');
-  t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: '' }, dependency), path.join(root, 'app/node_modules/.cache/portico'), 'installed as a dependency');
+t.test("the cache directory: the setting, off, or portico in the user's cache directory", async (t) => {
+  const home = '/home/someone';
+  t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: 'off' }, home), null);
+  t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: '0' }, home), null);
+  t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: '/var/cache/portico' }, home), '/var/cache/portico');
+  t.equal(compileCacheDir({}, home), '/home/someone/.cache/portico');
+  t.equal(compileCacheDir({ XDG_CACHE_HOME: '/srv/cache' }, home), '/srv/cache/portico', '$XDG_CACHE_HOME when set');
+  t.equal(compileCacheDir({ XDG_CACHE_HOME: 'relative' }, home), '/home/someone/.cache/portico', 'a relative one is ignored, as its rule says');
+  t.equal(compileCacheDir({}, ''), null, 'no home directory: no cache');
+  t.equal(compileCacheDir({}, '/'), null, 'nor in /');
+});
+
+// DESIGN §1: `npm start` writes nothing into the checkout except under the data and certs dirs. The
+// cache was `node_modules/.cache/portico` of the checkout.
+t.test('by default the cache is made in the home directory, not in the checkout', async (t) => {
+  const home = tempDir('home');
+  t.teardown(() => cleanup(home));
+  const child = await spawnPortico({ HOME: home, PORTICO_COMPILE_CACHE: '', XDG_CACHE_HOME: '' });
+  t.teardown(() => cleanup(child.env.PORTICO_DATA_DIR, child.env.PORTICO_CERTS_DIR));
+  await handshake(child);
+  t.equal(await child.kill(), 0);
+  const made = readdirSync(path.join(home, '.cache', 'portico'));
+  t.ok(made.length > 0, `filled under $HOME/.cache/portico (${made.join(', ')})`);
 });
 
 t.test('makeDirectory creates what is missing and refuses what cannot be a directory', async (t) => {
