@@ -68,6 +68,14 @@ export function createMetrics() {
     /** cells of portico_http_requests_total for the request path */
     answers,
     httpDuration,
+    /**
+     * One answer given outside the request pipeline (the admin and HTTP listeners, a refusal before
+     * routing): counted and its duration observed, as the pipeline does through answerMetrics.
+     */
+    answered(route: RouteLabel, method: string | undefined, status: number, seconds: number): void {
+      this.httpRequests.inc({ route, method: methodLabel(method), status });
+      httpDuration.observe(httpDuration.series({ route }), seconds);
+    },
     upstreamErrors: new Counter({ name: 'portico_upstream_errors_total', help: 'Upstream failures, by kind.', labelNames: ['kind'] as const, registers: [registry] }),
     ratelimitDecisions: new Counter({
       name: 'portico_ratelimit_decisions_total',

@@ -5,7 +5,7 @@ import net from 'node:net';
 import type { Config } from '../config.ts';
 import { HttpError, sendError, sendJson, sendJsonText } from '../errors.ts';
 import { accessLogger, type Logger } from '../log.ts';
-import { methodLabel, type Metrics } from '../metrics.ts';
+import type { Metrics } from '../metrics.ts';
 import type { Stores } from '../state/types.ts';
 import { readJsonObject } from '../api/body.ts';
 import { fail } from '../edge/pipeline.ts';
@@ -197,7 +197,8 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
 
   return (req, res) => {
     const path = (req.url ?? '/').split('?', 1)[0];
-    res.once('finish', () => metrics.httpRequests.inc({ route: 'admin', method: methodLabel(req.method), status: res.statusCode }));
+    const started = performance.now();
+    res.once('finish', () => metrics.answered('admin', req.method, res.statusCode, (performance.now() - started) / 1000));
     if (!adminHostAllowed(req.headers.host, config.admin.hostnames)) {
       return sendError(res, 'misdirected_request', `The admin listener answers requests for an IP address, localhost, or a name in PORTICO_ADMIN_HOSTNAMES, not ${JSON.stringify(req.headers.host)}.`);
     }

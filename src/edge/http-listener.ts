@@ -3,7 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterReads } from '../after-reads.ts';
 import { hostnameFromHost } from '../routing/hostname.ts';
-import { methodLabel, type Metrics } from '../metrics.ts';
+import type { Metrics } from '../metrics.ts';
 import { accessLogger, type Logger } from '../log.ts';
 import { checkTarget } from './request-target.ts';
 import { clientIp, type Trust } from './client-ip.ts';
@@ -30,14 +30,15 @@ export function createHttpHandler(deps: HttpListenerDeps): (req: IncomingMessage
     // a count and an access line, as on the HTTPS listener: a failed HTTP-01 validation is looked for here
     const done = (route: 'acme' | 'redirect' | 'unknown') =>
       res.once('finish', () => {
-        deps.metrics.httpRequests.inc({ route, method: methodLabel(req.method), status: res.statusCode });
+        const ms = performance.now() - started;
+        deps.metrics.answered(route, req.method, res.statusCode, ms / 1000);
         access?.({
           method: req.method,
           hostname,
           path: (req.url ?? '/').split('?', 1)[0],
           route,
           status: res.statusCode,
-          durationMs: Math.round((performance.now() - started) * 10) / 10,
+          durationMs: Math.round(ms * 10) / 10,
           clientIp: clientIp(proxiedAddress(req.socket)?.address ?? req.socket.remoteAddress ?? '', req.headers['x-forwarded-for'], deps.trust),
           protocol: req.httpVersion,
           accountId: undefined,

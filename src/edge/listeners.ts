@@ -7,7 +7,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { createSecureContext, type TLSSocket, type SecureContext } from 'node:tls';
 import type { Config } from '../config.ts';
-import { methodLabel, type Metrics } from '../metrics.ts';
+import type { Metrics } from '../metrics.ts';
 import type { KeyPair } from '../certs/fallback.ts';
 import type { Handler } from './pipeline.ts';
 import { acceptProxyProtocol } from './proxy-protocol.ts';
@@ -134,8 +134,9 @@ export function createListeners(deps: ListenerDeps): Listeners {
     }
     const problem = h1 ? checkTarget(req as unknown as http.IncomingMessage) : checkAuthority(req.headers);
     if (problem !== null) {
-      metrics.httpRequests.inc({ route: 'unknown', method: methodLabel(req.method), status: 400 });
+      const started = performance.now();
       sendError(res, 'invalid_request', problem, h1 ? { connection: 'close' } : undefined);
+      metrics.answered('unknown', req.method, 400, (performance.now() - started) / 1000);
       return;
     }
     handlers.edge(req, res);
@@ -149,8 +150,9 @@ export function createListeners(deps: ListenerDeps): Listeners {
     if (problem !== null) {
       // the same answer and count as a request refused here (above), then the connection closes
       socket.on('error', () => socket.destroy());
-      metrics.httpRequests.inc({ route: 'unknown', method: methodLabel(req.method), status: 400 });
+      const started = performance.now();
       sendError(answerOn(req, socket), 'invalid_request', problem, { connection: 'close' });
+      metrics.answered('unknown', req.method, 400, (performance.now() - started) / 1000);
       return;
     }
     handlers.upgrade(req, socket, head);

@@ -94,6 +94,12 @@ t.test('GET /metrics on the admin port has the whole catalogue and the default p
   t.ok(sum(e, 'portico_http_requests_total', { route: 'admin', method: 'POST', status: '201' }) >= 4, 'admin calls');
   t.ok(sum(e, 'portico_http_request_duration_seconds_count', { route: 'api' }) >= 3, 'duration histogram per route');
   t.ok(e.samples.some((s) => s.name === 'portico_http_request_duration_seconds_bucket' && s.labels.route === 'project' && s.labels.le === '+Inf'), 'histogram buckets with le');
+  // every answer counted is timed too: the admin and HTTP listeners' answers were counted, never timed
+  for (const route of ['api', 'project', 'unknown', 'redirect', 'admin']) {
+    const counted = sum(e, 'portico_http_requests_total', { route });
+    const timed = sum(e, 'portico_http_request_duration_seconds_count', { route });
+    t.ok(counted > 0 && timed === counted, `${route}: ${counted} answers counted, ${timed} timed`);
+  }
   t.ok(sum(e, 'portico_upstream_errors_total') >= 1, 'upstream error counted');
   t.ok(e.samples.some((s) => s.name === 'portico_upstream_errors_total' && s.labels.kind), 'upstream errors carry kind');
   t.ok(sum(e, 'portico_auth_failures_total') >= 2, 'auth failures');
