@@ -12,6 +12,7 @@ import { fail } from '../edge/pipeline.ts';
 import { accountView, createAccount, createKey, onlyKeys, revokeKey, updateAccount } from './accounts.ts';
 import { createProject, getProject, projectDetail, projectView, updateProject } from './projects.ts';
 import { domainView, type DomainRegistry } from '../domains/registry.ts';
+import { hostnameFromHost } from '../routing/hostname.ts';
 import { dashboardCsp, dashboardPage } from './dashboard.ts';
 
 export interface AdminDeps {
@@ -240,7 +241,7 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
     // an access line for each admin API call, refused ones too (health checks and scrapes have none)
     if (access) {
       const started = performance.now();
-      res.once('finish', () => access({ method: req.method, hostname: req.headers.host ?? '', path, route: 'admin', status: res.statusCode, durationMs: Math.round((performance.now() - started) * 10) / 10, clientIp: req.socket.remoteAddress ?? '', protocol: req.httpVersion, accountId: undefined }));
+      res.once('finish', () => access({ method: req.method, hostname: hostnameFromHost(req.headers.host), path, route: 'admin', status: res.statusCode, durationMs: Math.round((performance.now() - started) * 10) / 10, clientIp: req.socket.remoteAddress ?? '', protocol: req.httpVersion, accountId: undefined }));
     }
     if (!authorised(req.headers.authorization)) {
       return sendError(res, 'unauthorized', 'The admin API needs "Authorization: Bearer <admin token>".', { 'www-authenticate': 'Bearer realm="portico-admin"' });
