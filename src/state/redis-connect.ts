@@ -20,6 +20,8 @@ export const CLUSTER_KEY_PREFIX = '{portico}:';
 const STATE_SLOT = keySlot(CLUSTER_KEY_PREFIX);
 /** a command on the state's server timed out this recently: it is frozen, no caller waits on it again (see `justTimedOut`) */
 const TIMED_OUT_MS = 250;
+/** the state's node failed a PING: ioredis is asked to read the slot map again, at most this often */
+const REFRESH_EVERY_MS = 100;
 
 export interface RedisConnectOptions {
   commandTimeoutMs: number;
@@ -47,7 +49,11 @@ export interface RedisConnections {
   refreshTopology(): void;
   /** after a write on the client: WAIT for replicas (§8); an unconfirmed write is counted, never refused */
   acknowledge(): Promise<void>;
-  /** PING the server holding the state (on a Cluster the state slot's primary; the client would pick any node) */
+  /**
+   * PING the server holding the state: on a Cluster the primary ioredis's slot map names for the state
+   * slot, failing at once while it has no connection to it (ioredis would pick any node). Behind a WAIT of
+   * ours on the same connection it also waits for that WAIT.
+   */
   pingState(): Promise<unknown>;
   /**
    * A command on the server holding the state timed out less than 250 ms ago (`health.timedOutAt`): a
@@ -177,6 +183,20 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     return [...owners];
   };
 
+  // The connection to the primary ioredis's slot map names for the state slot, or an error when it has
+  // none. Not ioredis's routing for a command given the slot: when the node it names has no connection
+  // (a killed primary's leaves the pool at once; the slot map names it until the failover ends) that
+  // picks any other node. A PING there answered PONG, so the view of Redis said "up" again and again
+  // during a failover while every write to the state slot failed, and a WAIT there confirmed nothing of ours.
+  // Like the cluster's own routing (enableOfflineQueue: false), a node still connecting fails at once.
+  const stateNode = (): Redis => {
+    const owner = cluster!.slots[STATE_SLOT]?.[0];
+    const node = owner === undefined ? undefined : cluster!.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner);
+    if (!node) throw connectionError(`no connection to the primary holding the state (slot ${STATE_SLOT}${owner ? `, last known at ${owner}` : ''}): a failover is under way`);
+    if (node.status !== 'ready' && node.status !== 'wait') throw connectionError(`the connection to the primary holding the state (${owner}) is ${node.status}`);
+    return node;
+  };
+
   const reportError = (err: unknown, from: 'state' | 'limiter' = 'state') => {
     const kind = errorKind(err);
     // a timeout on the server holding the state: on a Cluster the limiter's may be another node
@@ -189,25 +209,60 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     return since >= 0 && since < TIMED_OUT_MS;
   };
 
+  // WAITs sent and not yet answered, per connection: Redis answers a connection's commands in order
+  const waits = new Map<Redis, number>();
+
   const acknowledge = async (): Promise<void> => {
     if (replicasToAck === 0) return;
     let confirmed = 0;
     try {
       // WAIT must go where the write went: the node owning the state slot on a Cluster
-      const command = new Command('wait', [replicasToAck, ackTimeoutMs], { replyEncoding: 'utf8' });
-      // WAIT blocks up to its own timeout: it alone may outlast the command timeout (a timeout set
-      // first is the one ioredis keeps)
-      command.setTimeout(commandTimeoutMs + ackTimeoutMs);
-      const reply = cluster ? cluster.sendCommand(command, undefined, { slot: STATE_SLOT }) : client.sendCommand(command);
-      confirmed = Number(await (reply as Promise<unknown>));
+      confirmed = Number(await wait(cluster ? stateNode() : client));
     } catch (err) {
       reportError(err);
     }
     if (confirmed < replicasToAck) options.onUnreplicatedWrite?.();
   };
 
-  const pingState = (): Promise<unknown> =>
-    cluster ? (cluster.sendCommand(new Command('ping', [], { replyEncoding: 'utf8' }), undefined, { slot: STATE_SLOT }) as Promise<unknown>) : client.ping();
+  const wait = async (connection: Redis): Promise<unknown> => {
+    const command = new Command('wait', [replicasToAck, ackTimeoutMs], { replyEncoding: 'utf8' });
+    // WAIT blocks up to its own timeout: it alone may outlast the command timeout (a timeout set
+    // first is the one ioredis keeps)
+    command.setTimeout(commandTimeoutMs + ackTimeoutMs);
+    waits.set(connection, (waits.get(connection) ?? 0) + 1);
+    try {
+      return await connection.sendCommand(command);
+    } finally {
+      const left = waits.get(connection)! - 1;
+      if (left === 0) waits.delete(connection);
+      else waits.set(connection, left);
+    }
+  };
+
+  // A PING sent behind WAITs is answered only after them, and a WAIT holds its connection for the whole
+  // ack timeout while a replica is missing (on a Cluster with one replica per primary, from every kill -9
+  // until the old primary is back): with the command timeout alone (150 ms against 200) the PING timed
+  // out on a Redis that was fine, and the view said "unreachable" and "back" around each write.
+  const ping = (connection: Redis): Promise<unknown> => {
+    const command = new Command('ping', [], { replyEncoding: 'utf8' });
+    command.setTimeout(commandTimeoutMs + ackTimeoutMs * (waits.get(connection) ?? 0));
+    return connection.sendCommand(command) as Promise<unknown>;
+  };
+
+  let refreshedAt = -Infinity;
+  const pingState = async (): Promise<unknown> => {
+    if (!cluster) return ping(client);
+    try {
+      return await ping(stateNode());
+    } catch (err) {
+      // while the stores send nothing but this PING, nothing else makes ioredis look at the slots again
+      if (performance.now() - refreshedAt >= REFRESH_EVERY_MS) {
+        refreshedAt = performance.now();
+        cluster.refreshSlotsCache();
+      }
+      throw err;
+    }
+  };
 
   return {
     mode: target.mode,
@@ -225,6 +280,10 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     reportError,
     options,
   };
+}
+
+function connectionError(message: string): Error {
+  return Object.assign(new Error(message), { code: 'REDIS_CONNECTION' });
 }
 
 /** the node a limiter call timed out on (limiter-nodes.ts names it), through the errors wrapping it */
