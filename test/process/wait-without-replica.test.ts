@@ -1,0 +1,172 @@
+// A primary left without the replica its writes are acknowledged by (a Cluster's promoted replica until
+// the old primary is back as its replica, a Sentinel primary whose replicas are down): each write's
+// `WAIT 1` held the state connection for the whole ack timeout, and Redis answers a connection's
+// commands in order, so every read and write behind it waited too and timed out (503s for as long as the
+// replica was missing). Once a WAIT has come back short, writes are counted as unreplicated without
+// one, until the primary names a replica online again. Real redis-servers; ack timeout 2000 ms against
+// a 1000 ms command timeout, so a read held behind one WAIT fails and one not held answers in far less.
+import t, { type Test } from 'tap';
+import { startRedis } from '../helpers/redis.ts';
+import { cli, startCluster, type RedisNode } from '../helpers/redis-topology.ts';
+import { connectRedis, openRedisStores } from '../../src/state/redis.ts';
+import { keySlot } from '../../src/state/redis-slot.ts';
+import { CLUSTER_KEY_PREFIX } from '../../src/state/redis-connect.ts';
+import type { Stores } from '../../src/state/types.ts';
+
+const COMMAND_TIMEOUT_MS = 1000;
+const ACK_TIMEOUT_MS = 2000;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check().catch(() => false))) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** the stores on `url` with WAIT 1, counting unreplicated writes and keeping the log lines about them */
+async function open(t: Test, url: string) {
+  const seen = { unreplicated: 0, events: [] as string[] };
+  const connections = connectRedis(url, {
+    commandTimeoutMs: COMMAND_TIMEOUT_MS,
+    replicasToAck: 1,
+    replicaAckTimeoutMs: ACK_TIMEOUT_MS,
+    onUnreplicatedWrite: () => void seen.unreplicated++,
+    onTopologyEvent: (level, message, fields) => void seen.events.push(`${level} ${String(fields.node)}: ${message}`),
+  });
+  t.teardown(() => {
+    connections.subscriber.disconnect();
+    connections.client.disconnect();
+  });
+  await until('the stores', async () => (await connections.pingState(), true));
+  return { seen, stores: await openRedisStores(connections) };
+}
+
+/** writes and reads of one category side by side for `ms`: each one's outcome and time */
+async function traffic(stores: Stores, id: number, ms: number) {
+  const out = { writes: [] as Array<{ ok: boolean; ms: number }>, reads: [] as Array<{ ok: boolean; ms: number }> };
+  const end = performance.now() + ms;
+  const loop = async (into: Array<{ ok: boolean; ms: number }>, run: () => Promise<unknown>) => {
+    while (performance.now() < end) {
+      const started = performance.now();
+      const ok = await run().then((value) => value !== null, () => false);
+      into.push({ ok, ms: Math.round(performance.now() - started) });
+    }
+  };
+  let n = 0;
+  await Promise.all([
+    ...[1, 2, 3].map(() => loop(out.writes, () => stores.categories.create('production', { name: `w-${n++}` }, 1_000_000))),
+    ...[1, 2, 3].map(() => loop(out.reads, () => stores.categories.get('production', id))),
+  ]);
+  return out;
+}
+
+const slowest = (list: Array<{ ms: number }>) => Math.max(...list.map((x) => x.ms));
+/** a log line's level and node */
+const who = (event: string) => event.slice(0, event.indexOf(': '));
+
+/** a primary and its replica (`follow()` makes it one again after a restart) */
+async function primaryAndReplica(t: Test) {
+  const primary = await startRedis();
+  const replica = await startRedis();
+  t.teardown(() => Promise.all([primary.stop(), replica.stop()]));
+  await cli(primary.port, 'CONFIG', 'SET', 'repl-diskless-sync-delay', '0');
+  const follow = async () => {
+    await cli(replica.port, 'REPLICAOF', '127.0.0.1', String(primary.port));
+    await until('the replica in sync', async () => (await cli(replica.port, 'INFO', 'replication')).includes('master_link_status:up'));
+  };
+  await follow();
+  const withoutReplica = async () => {
+    await replica.kill();
+    await until('the primary without its replica', async () => (await cli(primary.port, 'INFO', 'replication')).includes('connected_slaves:0'));
+  };
+  return { primary, replica, follow, withoutReplica };
+}
+
+/** writes one a 100 ms until one is confirmed: how long that took, -1 if none was within 5 s */
+async function untilConfirmed(stores: Stores, seen: { unreplicated: number }): Promise<number> {
+  const started = performance.now();
+  while (performance.now() - started < 5000) {
+    const before = seen.unreplicated;
+    await stores.categories.create('production', { name: 'back' }, 1_000_000);
+    if (seen.unreplicated === before) return Math.round(performance.now() - started);
+    await sleep(100);
+  }
+  return -1;
+}
+
+t.test('one primary, its replica killed and back: writes stop waiting for it, reads are not held, and writes are confirmed again', async (t) => {
+  const { primary, replica, follow, withoutReplica } = await primaryAndReplica(t);
+  const { seen, stores } = await open(t, primary.url);
+  const node = `127.0.0.1:${primary.port}`;
+
+  const seed = await stores.categories.create('production', { name: 'seed' }, 1_000_000);
+  if (seed === 'full') throw new Error('full');
+  t.equal(seen.unreplicated, 0, 'with the replica a write is confirmed');
+
+  await withoutReplica();
+  // the write whose WAIT finds it out waits for its whole timeout: that one cannot be known in advance
+  const started = performance.now();
+  await stores.categories.create('production', { name: 'first' }, 1_000_000);
+  t.ok(performance.now() - started >= ACK_TIMEOUT_MS - 100, `the first write after the kill waited out its WAIT (${Math.round(performance.now() - started)} ms)`);
+  t.equal(seen.unreplicated, 1, 'and was counted unreplicated');
+
+  // 1.5 s: a look at the primary's replicas (once a second) falls in it
+  const counted = seen.unreplicated;
+  const { writes, reads } = await traffic(stores, seed.id, 1500);
+  t.comment(`without the replica: ${writes.length} writes (slowest ${slowest(writes)} ms), ${reads.length} reads (slowest ${slowest(reads)} ms)`);
+  t.ok(reads.length > 0 && reads.every((r) => r.ok), `every read answered (${reads.filter((r) => !r.ok).length} of ${reads.length} failed)`);
+  t.ok(slowest(reads) < COMMAND_TIMEOUT_MS, `no read held behind a WAIT (slowest ${slowest(reads)} ms)`);
+  t.ok(writes.length > 0 && writes.every((w) => w.ok), `every write answered (${writes.filter((w) => !w.ok).length} of ${writes.length} failed)`);
+  t.ok(slowest(writes) < COMMAND_TIMEOUT_MS, `no write waited for a WAIT (slowest ${slowest(writes)} ms)`);
+  t.equal(seen.unreplicated - counted, writes.length, 'every write counted unreplicated');
+  t.same(seen.events.map(who), [`warn ${node}`], 'one warning, naming the primary');
+  t.match(seen.events[0], `writes to ${node} are not confirmed by replicas`);
+
+  await replica.restart();
+  await follow();
+  const confirmedAfterMs = await untilConfirmed(stores, seen);
+  t.ok(confirmedAfterMs >= 0 && confirmedAfterMs <= 2000, `a write is confirmed again within 2 s of the replica's link being up (${confirmedAfterMs} ms)`);
+  t.same(seen.events.map(who), [`warn ${node}`, `info ${node}`], 'and one line when they are confirmed again');
+  t.match(seen.events[1], `writes to ${node} are confirmed by replicas again`);
+});
+
+t.test('a user without +info (INFO refused): a WAIT once a second finds the replica back', async (t) => {
+  const { primary, replica, follow, withoutReplica } = await primaryAndReplica(t);
+  await cli(primary.port, 'ACL', 'SETUSER', 'app', 'on', '>app-password', '~portico:*', '&portico:*', '+@all', '-@dangerous');
+  const { seen, stores } = await open(t, `redis://app:app-password@127.0.0.1:${primary.port}`);
+  await withoutReplica();
+  await stores.categories.create('production', { name: 'first' }, 1_000_000);
+  t.equal(seen.unreplicated, 1, 'the first write after the kill was counted unreplicated');
+  await replica.restart();
+  await follow();
+  const confirmedAfterMs = await untilConfirmed(stores, seen);
+  t.ok(confirmedAfterMs >= 0 && confirmedAfterMs <= 2000, `a write is confirmed again within 2 s of the replica's link being up (${confirmedAfterMs} ms)`);
+});
+
+t.test('Cluster, the state primary\'s replica killed: reads on the state node are not held behind WAITs', async (t) => {
+  const topology = await startCluster();
+  t.teardown(() => topology.stop());
+  const primary = await topology.primaryOf(keySlot(CLUSTER_KEY_PREFIX));
+  let replica: RedisNode | undefined;
+  for (const node of topology.nodes) {
+    if (new RegExp(`^master_port:${primary.port}\\s*$`, 'm').test(await cli(node.port, 'INFO', 'replication'))) replica = node;
+  }
+  const { seen, stores } = await open(t, topology.url);
+  const seed = await stores.categories.create('production', { name: 'seed' }, 1_000_000);
+  if (seed === 'full') throw new Error('full');
+  t.equal(seen.unreplicated, 0, 'with the replica a write is confirmed');
+
+  await replica!.kill();
+  await until('the primary without its replica', async () => (await cli(primary.port, 'INFO', 'replication')).includes('connected_slaves:0'));
+  await stores.categories.create('production', { name: 'first' }, 1_000_000);
+  const counted = seen.unreplicated;
+  // 2.5 s: two looks at the replicas, which must ask the state's primary (another names its replica)
+  const { writes, reads } = await traffic(stores, seed.id, 2500);
+  t.comment(`without the replica: ${writes.length} writes (slowest ${slowest(writes)} ms), ${reads.length} reads (slowest ${slowest(reads)} ms)`);
+  t.ok(reads.length > 0 && reads.every((r) => r.ok) && slowest(reads) < COMMAND_TIMEOUT_MS, `every read answered, none held behind a WAIT (slowest ${slowest(reads)} ms, ${reads.filter((r) => !r.ok).length} failed)`);
+  t.ok(writes.length > 0 && writes.every((w) => w.ok) && slowest(writes) < COMMAND_TIMEOUT_MS, `every write answered without waiting (slowest ${slowest(writes)} ms, ${writes.filter((w) => !w.ok).length} failed)`);
+  t.equal(seen.unreplicated - counted, writes.length, 'every write counted unreplicated');
+  t.same(seen.events.map(who), [`warn 127.0.0.1:${primary.port}`], 'one warning, naming the state\'s primary');
+});
