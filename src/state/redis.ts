@@ -13,6 +13,8 @@ import { stateUnavailable, type Account, type ApiKey, type Category, type Enviro
 import { openRedisDomainStores } from './redis-domains.ts';
 import { openRedisSchedule } from './redis-schedule.ts';
 import { Cache } from './redis-cache.ts';
+import { refusalIn, refusedRights, rightsError } from './redis-rights.ts';
+import { SENTINELS_WAIT_MS } from './sentinel-switch.ts';
 
 const CHANNEL = 'portico:invalidate';
 const SUSPECT_MS = 2_000;
@@ -24,7 +26,6 @@ const ROUTE_RETRY_MS = 1000;
 /** a route notice is followed for about a day of Redis being unreachable; a reconnect reloads all anyway */
 const ROUTE_RETRIES = 86_400;
 const READY_WAIT_MS = 5_000;
-const SENTINELS_WAIT_MS = 2_000;
 /** how long a write's answer waits for its change notice to be taken (see `publish`) */
 const NOTICE_WAIT_MS = 200;
 
@@ -167,17 +168,55 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
   // On Sentinel, every sentinel is listened to first: only the failover's leader tells that it has
   // begun, and writes acknowledged on the old primary after that are lost (sentinel-switch.ts). A
   // sentinel that cannot be reached holds the start SENTINELS_WAIT_MS at most.
-  await Promise.all([
-    within(subscriber.subscribe(CHANNEL).catch(() => undefined), READY_WAIT_MS),
-    connected(client, READY_WAIT_MS),
-    within(connections.sentinelsHeard, SENTINELS_WAIT_MS),
+  // A Redis user short of a right Portico needs stops the start at once, with one error naming the user,
+  // what Redis refused and the rule (redis-rights.ts): every right the check finds missing, else the
+  // NOPERM of the subscription, of the connection (a Cluster's slot map: CLUSTER SLOTS; that one ends
+  // the wait at once) or of the first commands. Not a Sentinel connection's error: a refusal there is
+  // the sentinels' user (redis-connect.ts names what that one needs).
+  const refused: { refusal: string | null; endWait: () => void } = { refusal: null, endWait: () => undefined };
+  const waitEnded = new Promise<void>((resolve) => (refused.endWait = resolve));
+  const onRefusal = (err: unknown) => void (refused.refusal ??= refusalIn(err));
+  const onConnectionRefusal = (err: unknown) => {
+    onRefusal(err);
+    if (refused.refusal !== null) refused.endWait();
+  };
+  if (connections.mode !== 'sentinel') client.on('error', onConnectionRefusal);
+  await Promise.race([
+    waitEnded,
+    Promise.all([
+      within(subscriber.subscribe(CHANNEL).catch(onRefusal), READY_WAIT_MS),
+      connected(client, READY_WAIT_MS),
+      within(connections.sentinelsHeard, SENTINELS_WAIT_MS),
+    ]),
   ]);
+  client.off('error', onConnectionRefusal);
+  const giveUp = (err: Error): Error => {
+    subscriber.disconnect();
+    client.disconnect();
+    return err;
+  };
+  const stopForRights = (refusal: string | string[]) => giveUp(rightsError(connections.auth.username, refusal));
+  if (client.status === 'ready') {
+    const missing = await refusedRights(client, connections.mode).catch((err: unknown) => (onRefusal(err), []));
+    if (missing.length > 0) throw stopForRights(missing);
+  }
+  if (refused.refusal !== null) throw stopForRights(refused.refusal);
   // still connecting and nothing said why: a TLS handshake that never ends (rediss:// to a port that
   // speaks plain RESP waits for bytes that never come), or a server that accepts and stays silent
   if (client.status !== 'ready' && !health.connectionError) {
     health.connectionError = new Error(`no connection to Redis within ${READY_WAIT_MS / 1000} s${connections.auth.tls ? ': the TLS handshake did not finish (rediss:// needs a port that speaks TLS)' : ': the server accepted the connection but did not answer'}`);
   }
-  await routeIndex.load();
+  // nothing to serve from: said so (ioredis's own words may promise a retry, "Retrying from scratch
+  // after 650ms", that a stopped start never makes)
+  if (client.status !== 'ready' && health.connectionError) {
+    const reason = health.connectionError;
+    throw giveUp(stateUnavailable(new Error(`${reason.message}; the start stops`, { cause: reason })));
+  }
+  await routeIndex.load().catch((err: unknown) => {
+    // a command refused (a server the check above cannot ask: Redis before 7.0)
+    const refusal = client.status === 'ready' ? refusalIn(err) : null;
+    throw refusal === null ? err : stopForRights(refusal);
+  });
 
   // A change notice after a write: waited for, so the other instances have it before this answer
   // reaches anyone, but for NOTICE_WAIT_MS at most. On a Cluster PUBLISH goes to any node, and one

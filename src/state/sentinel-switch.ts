@@ -50,6 +50,8 @@ export const ANNOUNCED_MS = 30_000;
 export const FENCE_MS = 15_000;
 /** how often the sentinels are asked again for the others they know */
 export const REDISCOVER_MS = 10_000;
+/** how long the start waits for every sentinel to be listened to (redis.ts), and the start's line with it */
+export const SENTINELS_WAIT_MS = 2_000;
 
 type Target = Pick<RedisTarget, 'addresses' | 'name' | 'tls' | 'sentinelUsername' | 'sentinelPassword'>;
 /** what ioredis's `Connector` option takes */
@@ -63,7 +65,8 @@ export interface SwitchFollower {
   readonly Connector: ConnectorClass;
   /** keeps each of `clients` on the announced primary and off one being failed over */
   follow(clients: Redis[]): void;
-  /** ioredis's "All sentinels are unreachable" while this follower passes over their answers, said as what it is */
+  /** ioredis's "All sentinels are unreachable", said as what it is: a failover under way, or the
+   * sentinels tried and what they answered */
   explain(err: Error): Error;
   /** resolves once every sentinel (the URL's and those they know at the start) is listened to: from
    * then on no failover's start is missed. Never, while one of them cannot be reached: wait for it
@@ -133,6 +136,12 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
   // for, since only the failover's leader tells +selected-slave
   const listeners = new Map<string, Redis>();
   const subscriptions: Array<Promise<unknown>> = [];
+  // those listened to; their last error (for `explain`); those refused (told already); those the start
+  // line could not name (told once more when they are listened to)
+  const heard = new Set<string>();
+  const failures = new Map<string, string>();
+  const warned = new Set<string>();
+  const away = new Set<string>();
   let heardAll!: () => void;
   const listening = new Promise<void>((resolve) => (heardAll = resolve));
   let closed = false;
@@ -149,7 +158,7 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
   const listen = (sentinel: RedisAddress) => {
     const id = `${sentinel.host}:${sentinel.port}`;
     if (closed || listeners.has(id)) return;
-    if (discovered) tell('info', 'listening to a sentinel newly named by the others', { sentinel: id });
+    const named = discovered;
     const listener = new Redis({
       ...connection(sentinel),
       // it only subscribes: keep trying, never fail a command
@@ -164,16 +173,25 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
     // (the ACL user needs the channels: `&+switch-master &+selected-slave &-failover-abort-slave-timeout`)
     let refused = false;
     const refuse = (err: Error) => {
+      failures.set(id, err.message);
       if (refused || !/NOAUTH|WRONGPASS|NOPERM|invalid password/i.test(err.message)) return;
       refused = true;
+      warned.add(id);
       tell('warn', 'cannot hear this sentinel\'s failover events: a failover it leads may be followed late', { sentinel: id, err: err.message });
     };
     listener.on('error', refuse);
     listener.on('ready', () => {
       refused = false;
+      failures.delete(id);
       void discover();
     });
-    subscriptions.push(listener.subscribe(SWITCHED, SELECTED, ABORTED).catch(refuse));
+    // told once it is listened to: one that cannot be reached is not
+    const subscribed = () => {
+      heard.add(id);
+      if (named) tell('info', 'listening to a sentinel newly named by the others', { sentinel: id });
+      else if (away.delete(id)) tell('info', 'listening to a sentinel that could not be reached at the start', { sentinel: id });
+    };
+    subscriptions.push(listener.subscribe(SWITCHED, SELECTED, ABORTED).then(subscribed, refuse));
     listener.on('message', (channel: string, message: string) => {
       if (channel === SWITCHED) {
         const primary = announcedPrimary(message, name);
@@ -222,7 +240,8 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
         for (const sentinel of others) listen(sentinel);
         if (first) {
           discovered = true;
-          tell('info', 'listening to the sentinels\' failover events', { sentinels: [...listeners.keys()] });
+          const known = [...listeners.keys()];
+          void within(Promise.all(subscriptions), SENTINELS_WAIT_MS).then(() => tellStart(known));
           void Promise.all(subscriptions).then(() => heardAll());
         }
         return;
@@ -232,6 +251,16 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
         asker.disconnect();
       }
     }
+  };
+  /** the start's line: the sentinels listened to by now, and a warning naming those that cannot be reached */
+  const tellStart = (known: string[]) => {
+    if (closed) return;
+    tell('info', 'listening to the sentinels\' failover events', { sentinels: known.filter((id) => heard.has(id)) });
+    const unreached = known.filter((id) => !heard.has(id) && !warned.has(id));
+    for (const id of unreached) away.add(id);
+    if (unreached.length === 0) return;
+    const errors = Object.fromEntries(unreached.flatMap((id) => (failures.has(id) ? [[id, failures.get(id)]] : [])));
+    tell('warn', 'sentinels not reached, their failover events not heard: a failover one of them leads may be followed late (each is tried again every 2 s)', { sentinels: unreached, errors });
   };
   const rediscovery = setInterval(() => void discover(), REDISCOVER_MS);
   rediscovery.unref();
@@ -266,7 +295,18 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
       const newest = recent(announced, ANNOUNCED_MS);
       if (fence) return new Error(`a Sentinel failover is under way: ${fence.server.host}:${fence.server.port} is being replaced, and the new primary is not announced yet`);
       if (newest) return new Error(`the sentinels asked do not name the announced primary ${newest.server.host}:${newest.server.port} yet`);
-      return err;
+      // ioredis's own words name no sentinel, and promise a retry ("Retrying from scratch after 650ms")
+      // that a start which stops on them never makes. Each sentinel's own error is its listener's
+      // (ioredis's last one is most often "Connection is closed.")
+      const last = /Last error: (.*)$/s.exec(err.message)?.[1] ?? null;
+      const tried = [...listeners.keys()];
+      if (last !== null && /NOAUTH|WRONGPASS|NOPERM|invalid password/i.test(last)) return new Error(`the sentinels (${tried.join(', ')}) refuse Portico: ${last}`);
+      const unreached = tried.filter((id) => failures.has(id)).map((id) => `${id} (${failures.get(id)!.replace(` ${id}`, '')})`);
+      const answered = tried.filter((id) => !failures.has(id));
+      if (answered.length === 0) return new Error(`no sentinel could be reached: ${unreached.join(', ')}`);
+      // reached, and none named a primary: a wrong name in the URL, most often
+      const told = `${answered.join(', ')}: ${last ?? 'no address'}`;
+      return new Error(`no sentinel named the primary "${name}": ${unreached.length > 0 ? `${unreached.join(', ')} not reached; ${told}` : told}`);
     },
     close() {
       closed = true;
@@ -274,6 +314,12 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
       for (const listener of listeners.values()) listener.disconnect();
     },
   };
+}
+
+/** Resolves when `promise` settles or after `ms`, whichever comes first. */
+function within(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]).then(() => clearTimeout(timer));
 }
 
 /** the same server: the same name and port, or one of the same addresses */
