@@ -4,12 +4,22 @@
 // With `probeInBackground` that probe is the limiter's own, made on a timer: requests never wait for
 // it, and `redisUp` (the portico_redis_up gauge, the "Redis is back" log line) follows Redis also when
 // no request comes (it stayed 0 after a freeze until the next /v1 request).
+// Answered locally, a subject continues from the counts (and ban) of Redis's last decision for it, kept
+// here per subject: the local limiter knows nothing of what Redis counted, and starting from 0 let one
+// timed-out call on a slow Redis open a whole second limit (1208–1658 × 200 of 3000 calls at once on a
+// 1000/min key). The calls that were on their way to Redis when it failed are counted in both; what is
+// allowed here is not added to Redis when it is back (the script is the only writer of its counts).
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
 
 /** the background probe's own counters (`portico:rl:{portico:probe}:…`), never refused */
 const PROBE_SUBJECT = 'portico:probe';
 const PROBE_LIMIT: Limit = { perMinute: 1e9, perDay: 1e12 };
 const PROBE_BAN: BanPolicy = { refusals: 1e9, windowSeconds: 1, banSeconds: 1 };
+/**
+ * subjects whose last decision is kept, per generation: client IPs are subjects too, so when one
+ * generation is full the next starts, and the one before it is dropped
+ */
+const KNOWN_MAX = 10_000;
 
 export interface FailoverOptions {
   mode: 'local' | 'closed';
@@ -42,6 +52,9 @@ export class FailoverLimiter implements RateLimiter {
   #probing = false;
   #probeTimer: NodeJS.Timeout | null = null;
   #closed = false;
+  // subject → Redis's last decision for it (`local` mode only), in two generations (KNOWN_MAX)
+  #known = new Map<string, Decision>();
+  #knownBefore = new Map<string, Decision>();
 
   // `primary` should bound its own calls (RedisLimiter does, by the client's commandTimeout): the
   // breaker decides whether to call Redis, not how long to wait for it.
@@ -66,6 +79,8 @@ export class FailoverLimiter implements RateLimiter {
     try {
       const decision = await this.#primary.consume(subject, limit, ban, nowMs);
       if (probe) this.#close();
+      // all this adds while Redis answers: a size check and one Map.set of the decision already made
+      if (this.#opts.mode === 'local') this.#remember(subject, decision);
       return decision;
     } catch (err) {
       this.#trip(err);
@@ -117,8 +132,16 @@ export class FailoverLimiter implements RateLimiter {
     }
   }
 
+  #remember(subject: string, decision: Decision): void {
+    if (this.#known.size >= KNOWN_MAX) {
+      this.#knownBefore = this.#known;
+      this.#known = new Map();
+    }
+    this.#known.set(subject, decision);
+  }
+
   #withoutRedis(subject: string, limit: Limit, ban: BanPolicy, nowMs: number | undefined, cause: unknown): Promise<Decision> {
-    if (this.#opts.mode === 'local') return this.#local.consume(subject, limit, ban, nowMs);
+    if (this.#opts.mode === 'local') return this.#local.consume(subject, limit, ban, nowMs, this.#known.get(subject) ?? this.#knownBefore.get(subject));
     const err = new Error('rate limiter: Redis is unreachable', { cause }) as RedisDownError;
     err.code = 'REDIS_DOWN';
     return Promise.reject(err);

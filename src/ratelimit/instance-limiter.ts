@@ -11,6 +11,8 @@
 // Redis command timeout) or a closed channel: the call is decided by this worker's own MemoryLimiter,
 // and so are the calls of the next `timeoutMs`, so a stuck primary costs one wait, not one per call.
 // One process (no cluster) is the whole instance: its own limiter decides, with no IPC.
+// A call carries the worker's `known` (Redis's last decision for the subject, from its FailoverLimiter):
+// the primary's limiter continues from the highest count any worker brings.
 import cluster, { type Worker } from 'node:cluster';
 import { afterReads } from '../after-reads.ts';
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
@@ -24,6 +26,7 @@ interface Call {
   limit: Limit;
   ban: BanPolicy;
   nowMs?: number;
+  known?: Decision;
 }
 
 interface Waiting {
@@ -86,10 +89,10 @@ export class InstanceLimiter implements RateLimiter {
     channel?.on('message', this.#onMessage);
   }
 
-  consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number): Promise<Decision> {
-    if (!this.#channel || !this.#channel.connected || performance.now() < this.#ownUntil) return this.#own.consume(subject, limit, ban, nowMs);
+  consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number, known?: Decision): Promise<Decision> {
+    if (!this.#channel || !this.#channel.connected || performance.now() < this.#ownUntil) return this.#own.consume(subject, limit, ban, nowMs, known);
     return new Promise((resolve) => {
-      const waiting: Waiting = { call: { id: this.#next++, subject, limit, ban, nowMs }, resolve };
+      const waiting: Waiting = { call: { id: this.#next++, subject, limit, ban, nowMs, known }, resolve };
       if (this.#batch.push(waiting) === 1) afterReads(() => this.#send());
     });
   }
@@ -142,14 +145,14 @@ export class InstanceLimiter implements RateLimiter {
   }
 
   #decideHere({ call, resolve }: Waiting): void {
-    resolve(this.#own.consume(call.subject, call.limit, call.ban, call.nowMs));
+    resolve(this.#own.consume(call.subject, call.limit, call.ban, call.nowMs, call.known));
   }
 }
 
 /** The primary's side: decides a worker's calls with the instance's one limiter and answers them together. */
 export function answerLimiterRequest(worker: Worker, limiter: RateLimiter, request: LimiterRequest): void {
   // MemoryLimiter decides synchronously in the order asked, so each call stays one atomic step
-  const decided = request.calls.map((call) => limiter.consume(call.subject, call.limit, call.ban, call.nowMs).then((decision) => ({ id: call.id, decision })));
+  const decided = request.calls.map((call) => limiter.consume(call.subject, call.limit, call.ban, call.nowMs, call.known).then((decision) => ({ id: call.id, decision })));
   Promise.all(decided).then(
     (decisions) => {
       // a worker that died meanwhile needs no answer

@@ -32,7 +32,10 @@ export interface RateLimiter {
   /**
    * `subject` identifies the counter set, e.g. `acct_123:production` or `ip:203.0.113.7:staging`.
    * `nowMs` is injected by tests; production passes nothing (Redis TIME / Date.now()).
+   * `known`: the last decision Redis gave for `subject` (FailoverLimiter passes it while Redis cannot
+   * be asked). A one-process backend counts on from the counts it implies, and keeps its ban, rather
+   * than from 0; the Redis backend holds the counts itself and ignores it.
    */
-  consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number): Promise<Decision>;
+  consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number, known?: Decision): Promise<Decision>;
   close(): Promise<void>;
 }

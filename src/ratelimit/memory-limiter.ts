@@ -7,6 +7,9 @@
 // its own write between two reads: under 50 keep-alive connections /v1 on embedded state cost 67–72 µs
 // of CPU per request against 43–51 µs with the answers of a turn written together (and 0.70–0.75× the
 // Redis backend's req per CPU-second).
+//
+// As the fallback while Redis cannot be asked, a call may bring `known`, Redis's last decision for the
+// subject (failover-limiter.ts says why): its counts are a floor for this one's (floor() below).
 import { afterReads } from '../after-reads.ts';
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
 import { bannedDecision, DAY_MS, isAllowed, MINUTE_MS, windowDecision, windowsAt, windowStart } from './windows.ts';
@@ -27,14 +30,15 @@ export class MemoryLimiter implements RateLimiter {
   #counters = new Map<string, Counters>();
   #nextSweepMs = 0;
 
-  consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number): Promise<Decision> {
-    const decision = this.#decide(subject, limit, ban, nowMs ?? Date.now());
+  consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number, known?: Decision): Promise<Decision> {
+    const decision = this.#decide(subject, limit, ban, nowMs ?? Date.now(), known);
     return new Promise((resolve) => afterReads(() => resolve(decision)));
   }
 
-  #decide(subject: string, limit: Limit, ban: BanPolicy, now: number): Decision {
+  #decide(subject: string, limit: Limit, ban: BanPolicy, now: number, known: Decision | undefined): Decision {
     this.#sweep(now);
     const c = this.#countersFor(subject, now);
+    if (known !== undefined) floor(c, limit, known);
 
     // 1. A banned subject consumes nothing.
     if (c.banEndMs > now) return bannedDecision(limit, c.banEndMs, now);
@@ -103,4 +107,26 @@ export class MemoryLimiter implements RateLimiter {
       if (c.expiresMs <= now) this.#counters.delete(subject);
     }
   }
+}
+
+// What a decision of Redis's says about the subject's counters in the windows `c` is in. A decision
+// reports one window (windows.ts): its end (`reset`) names it, and `limit - remaining` is what it had
+// used with that call (a refusal: all of it). Every minute lies inside its day, so a minute of today is
+// a floor for the day too. In the day's last minute both windows end together: the limit tells them
+// apart (equal limits: the day, which then always has the fewest remaining). A window of another
+// minute or day says nothing about this one's. A ban holds here until it ends.
+function floor(c: Counters, limit: Limit, known: Decision): void {
+  const endMs = known.reset * 1000;
+  if (known.reason === 'key_banned') {
+    c.banEndMs = Math.max(c.banEndMs, endMs);
+    c.expiresMs = Math.max(c.expiresMs, endMs);
+    return;
+  }
+  const dayEndMs = c.dayStart + DAY_MS;
+  if (endMs <= c.dayStart || endMs > dayEndMs) return;
+  const used = known.allowed ? known.limit - known.remaining : known.limit;
+  if (used > c.dayUsed) c.dayUsed = used;
+  const minute = endMs === c.minuteStart + MINUTE_MS && (endMs !== dayEndMs || known.limit !== limit.perDay);
+  if (minute && used > c.minuteUsed) c.minuteUsed = used;
+  c.expiresMs = Math.max(c.expiresMs, dayEndMs);
 }

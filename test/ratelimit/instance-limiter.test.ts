@@ -1,11 +1,13 @@
 // Unit test of the worker's side of the instance limiter (src/ratelimit/instance-limiter.ts): pure logic,
-// so the IPC channel is an in-process EventEmitter whose "primary" answers with answerLimiterRequest's
-// rules (one MemoryLimiter for every worker). The real channel, with `portico serve --workers 2` and a
+// so the IPC channel is an in-process EventEmitter whose "primary" answers with answerLimiterRequest
+// (one MemoryLimiter for every worker), messages copied through JSON as the cluster's channel does. The real channel, with `portico serve --workers 2` and a
 // frozen redis-server, is test/ratelimit/outage-workers.test.ts.
 import t from 'tap';
+import type { Worker } from 'node:cluster';
 import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { InstanceLimiter, LIMITER_RESPONSE, type LimiterRequest, type LimiterResponse, type PrimaryChannel } from '../../src/ratelimit/instance-limiter.ts';
+import { answerLimiterRequest, InstanceLimiter, type LimiterRequest, type LimiterResponse, type PrimaryChannel } from '../../src/ratelimit/instance-limiter.ts';
+import type { Decision } from '../../src/ratelimit/limiter.ts';
 import { MemoryLimiter } from '../../src/ratelimit/memory-limiter.ts';
 
 const limit = { perMinute: 3, perDay: 1000 };
@@ -28,9 +30,11 @@ class Channel extends EventEmitter implements PrimaryChannel {
     this.sent.push(message);
     setImmediate(() => callback(null));
     if (!this.answering) return true;
-    Promise.all(message.calls.map(async (call) => ({ id: call.id, decision: await this.#primary.consume(call.subject, call.limit, call.ban, call.nowMs) }))).then((decisions) =>
-      this.emit('message', { type: LIMITER_RESPONSE, decisions } satisfies LimiterResponse),
-    );
+    const worker = {
+      isConnected: () => true,
+      send: (response: LimiterResponse) => this.emit('message', JSON.parse(JSON.stringify(response))),
+    } as unknown as Worker;
+    answerLimiterRequest(worker, this.#primary, JSON.parse(JSON.stringify(message)) as LimiterRequest);
     return true;
   }
 }
@@ -115,4 +119,37 @@ t.test('a closed channel: decided here, nothing sent', async (t) => {
   t.ok((await limiter.consume('acct:production', limit, ban)).allowed);
   t.equal(channel.sent.length, 0);
   await limiter.close();
+});
+
+// Redis's last decision for the subject (FailoverLimiter's `known`) goes with the call: the primary, and a
+// worker deciding by itself, count on from it rather than from 0 (README "Redis outages").
+t.test("a worker's last decision from Redis travels with its call", async (t) => {
+  const now = Date.parse('2025-03-10T12:00:20Z');
+  const twenty = { perMinute: 20, perDay: 1000 };
+  const known = (remaining: number): Decision => ({ allowed: true, reason: 'ok', limit: 20, remaining, reset: Date.parse('2025-03-10T12:01:00Z') / 1000, retryAfter: 0 });
+  const allowed = (decisions: Decision[]) => decisions.filter((d) => d.allowed).length;
+
+  // worker one last heard 15 of 20 used this minute, worker two 12: the primary takes the higher count
+  const primary = new MemoryLimiter();
+  const one = new InstanceLimiter(new MemoryLimiter(), 60_000, new Channel(primary));
+  const two = new InstanceLimiter(new MemoryLimiter(), 60_000, new Channel(primary));
+  const both = await Promise.all(Array.from({ length: 20 }, (_, i) => (i < 10 ? one.consume('acct:production', twenty, ban, now, known(5)) : two.consume('acct:production', twenty, ban, now, known(8)))));
+  t.equal(allowed(both), 5, `5 of 20 allowed over both workers: ${allowed(both)}`);
+  await one.close();
+  await two.close();
+
+  // a primary that does not answer: the worker's own limiter counts on from the same decision
+  const channel = new Channel();
+  channel.answering = false;
+  const stuck = new InstanceLimiter(new MemoryLimiter(), 150, channel);
+  const alone = await Promise.all(Array.from({ length: 10 }, () => stuck.consume('acct:production', twenty, ban, now, known(5))));
+  t.equal(channel.sent.length, 1, 'sent, then decided here after the timeout');
+  t.equal(allowed(alone), 5, `5 of 10 allowed by the worker itself: ${allowed(alone)}`);
+  await stuck.close();
+
+  // one process, no cluster
+  const single = new InstanceLimiter(new MemoryLimiter(), 60_000, null);
+  const own = await Promise.all(Array.from({ length: 10 }, () => single.consume('acct:production', twenty, ban, now, known(5))));
+  t.equal(allowed(own), 5, `5 of 10 allowed in one process: ${allowed(own)}`);
+  await single.close();
 });
