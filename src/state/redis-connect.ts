@@ -301,10 +301,17 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
   // ack timeout while a replica is missing (on a Cluster with one replica per primary, from every kill -9
   // until the old primary is back): with the command timeout alone (150 ms against 200) the PING timed
   // out on a Redis that was fine, and the view said "unreachable" and "back" around each write.
+  //
+  // Its deadline is checked after the event loop has read what was waiting (answeredWithin): a loop
+  // held past the deadline (a burst of requests on a busy machine) ran ioredis's timer before reading
+  // the PONG already there, and the view said "Redis unreachable" while Redis had answered in time.
   const ping = (connection: Redis): Promise<unknown> => {
     const command = new Command('ping', [], { replyEncoding: 'utf8' });
-    command.setTimeout(commandTimeoutMs + ackTimeoutMs * (waits.get(connection) ?? 0));
-    return connection.sendCommand(command) as Promise<unknown>;
+    const limitMs = commandTimeoutMs + ackTimeoutMs * (waits.get(connection) ?? 0);
+    // ioredis's own timer only as a backstop well past ours (it runs before the turn's reads too): it
+    // takes the command off ioredis's queue should Redis never answer
+    command.setTimeout(10 * limitMs);
+    return answeredWithin(connection.sendCommand(command) as Promise<unknown>, limitMs);
   };
 
   let refreshedAt = -Infinity;
@@ -338,6 +345,38 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     reportError,
     options,
   };
+}
+
+/**
+ * `promise`, or a timeout after `ms` — told once the event loop has also read what was waiting when the
+ * timer fired (setImmediate runs after the poll phase), so an answer already received is not taken
+ * for a timeout because timers run first in a late turn.
+ */
+function answeredWithin<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    const timer = setTimeout(() => {
+      setImmediate(() => {
+        if (settled) return;
+        settled = true;
+        reject(Object.assign(new Error('Command timed out'), { code: 'REDIS_TIMEOUT' }));
+      });
+    }, ms);
+    promise.then(
+      (value) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
 }
 
 function connectionError(message: string): Error {
