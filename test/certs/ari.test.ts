@@ -153,6 +153,8 @@ t.test('renewal by the CA\'s window, through a directory that offers renewalInfo
   await scheduler.runDue();
   await scheduler.runDue();
   const renewedLate = (await stores.domains.events('late.example.org')).filter((e) => e.type === 'certificate_issued' && /^Renewed/.test(e.message));
-  t.equal(renewedLate.length, 1, 'renewed in the last third of its lifetime, before it expired');
+  // at least once: the new certificate is dated by pebble's (real) clock, so at this test's clock it is
+  // itself in its last third, and a second runDue may renew it again
+  t.ok(renewedLate.length >= 1, `renewed in the last third of its lifetime, before it expired (${renewedLate.length})`);
   t.not((await certs.certificates.get('late.example.org'))!.certPem, late.certPem, 'a new certificate is stored');
 });

@@ -7,6 +7,7 @@
 // so a free key that had used 40 of its minute got 60 more during a freeze; now the workers' calls
 // carry Redis's last decision to the primary, which counts on from it.
 import t from 'tap';
+import https from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { spawnPortico, tempDir, cleanup, killAll, type Child } from '../helpers/portico.ts';
@@ -101,30 +102,41 @@ function minuteUsed(answer: Answer): number {
   return 60 - Number(answer.headers['x-ratelimit-remaining']);
 }
 
-let marks = 0;
+let probes = 0;
 /**
- * calls through Redis, on new connections, until at least `target` of the key's minute are used and the
- * last two calls were answered by different workers: each worker's last decision from Redis is then the
- * minute's count, or one less. Returns the count.
+ * One keep-alive connection to each worker. The kernel picks the worker of a new connection and may
+ * give one worker many in a row on a busy machine, so new connections are opened (each named by the
+ * access line of a call without a key, counted against this IP, not the key) until both have one.
+ */
+async function connectionPerWorker(): Promise<https.Agent[]> {
+  const found = new Map<number, https.Agent>();
+  while (found.size < 2) {
+    if (probes >= 40) throw new Error(`the kernel gave ${probes} new connections to one worker`);
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 1 });
+    const path = `/v1/which-worker-${probes++}`;
+    await api(Number(env.PORTICO_HTTPS_PORT), portico.ca, null, { path, agent });
+    const pid = await until(`the access line of ${path}`, () => lines().find((l) => l.msg === 'request' && l.path === path)?.pid);
+    if (found.has(pid)) agent.destroy();
+    else found.set(pid, agent);
+  }
+  return [...found.values()];
+}
+
+/**
+ * calls through Redis until at least `target` of the key's minute are used, the last two on different
+ * workers: each worker's last decision from Redis is then the minute's count, or one less. Returns the count.
  */
 async function useUp(key: string, target: number): Promise<number> {
+  const agents = await connectionPerWorker();
   let used = 0;
-  while (used < target - 1) {
-    const answer = await call(key);
+  // ends after a call on the second worker's connection, the one before it on the first's
+  for (let i = 0; used < target || i % 2 === 1; i++) {
+    const answer = await api(Number(env.PORTICO_HTTPS_PORT), portico.ca, key, { path: '/v1/categories', agent: agents[i % 2] });
     if (answer.status !== 200) throw new Error(`using up the minute: ${answer.status} ${answer.text}`);
     used = minuteUsed(answer);
   }
-  let previous: number | undefined;
-  while (used < target + 10) {
-    const path = `/v1/categories/${900_000 + marks++}`; // no such category: 404, counted, and its access line names the worker
-    const answer = await call(key, path);
-    if (answer.status !== 404) throw new Error(`using up the minute: ${answer.status} ${answer.text}`);
-    used = minuteUsed(answer);
-    const pid = await until(`the access line of ${path}`, () => lines().find((l) => l.msg === 'request' && l.path === path)?.pid);
-    if (previous !== undefined && pid !== previous && used >= target) return used;
-    previous = pid;
-  }
-  throw new Error(`the kernel gave ${marks} connections in a row to one worker`);
+  for (const agent of agents) agent.destroy();
+  return used;
 }
 
 /** Redis saves its data now and, after restartRedis(), starts from it: what it counted after the save is gone */
