@@ -14,6 +14,7 @@ import { keySlot } from './redis-slot.ts';
 import type { RedisMode, RedisTarget } from './redis-url.ts';
 import { errorKind, type RedisErrorKind } from './redis-errors.ts';
 import { followSwitches, type TopologyEvents } from './sentinel-switch.ts';
+import { replicaAcknowledgement } from './redis-replicas.ts';
 
 /** the hash tag of every state key on a Cluster */
 export const CLUSTER_KEY_PREFIX = '{portico}:';
@@ -22,8 +23,6 @@ const STATE_SLOT = keySlot(CLUSTER_KEY_PREFIX);
 const TIMED_OUT_MS = 250;
 /** the state's node failed a PING: ioredis is asked to read the slot map again, at most this often */
 const REFRESH_EVERY_MS = 100;
-/** writes are not confirmed by replicas: whether they are again is looked at, at most this often */
-const REPLICAS_PROBE_EVERY_MS = 1_000;
 
 export interface RedisConnectOptions {
   commandTimeoutMs: number;
@@ -216,86 +215,18 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     return since >= 0 && since < TIMED_OUT_MS;
   };
 
-  // WAITs sent and not yet answered, per connection: Redis answers a connection's commands in order
-  const waits = new Map<Redis, number>();
-
-  // A WAIT that cannot succeed (the primary has fewer replicas than asked for: on a Cluster with one
-  // replica per primary from a kill -9 until the old primary is back, on Sentinel while the replicas are
-  // down) holds its connection for the whole ack timeout, and Redis answers a connection's commands in
-  // order: every read and write behind it waited too, and timed out (150 ms against 200). A real Portico
-  // on a Cluster whose state primary had lost its replica answered 28 of 3310 writes and 44 of 1284
-  // reads in 6 s, the rest 503. So once a WAIT comes back short and the primary's INFO does not name
-  // enough replicas online (online ones only lag: the next write waits again), writes to that primary
-  // are counted as unreplicated without one, as a short WAIT counts them, until its INFO names them
-  // again (a replica still syncing confirms nothing); then a WAIT decides. INFO that cannot be read (a
-  // user without +info) leaves it to the WAIT, once a second at most.
-  let unconfirmed: { node: string; probedAt: number } | null = null;
-
-  const acknowledge = async (): Promise<void> => {
-    if (replicasToAck === 0) return;
+  const replicas = replicaAcknowledgement({
+    replicasToAck,
+    ackTimeoutMs,
+    commandTimeoutMs,
     // the primary the write went to: WAIT must go there too (the node owning the state slot on a Cluster)
-    const node = primaryFor(STATE_SLOT) ?? 'the primary';
-    if (unconfirmed?.node === node && !(await replicasBack(unconfirmed))) {
-      options.onUnreplicatedWrite?.();
-      return;
-    }
-    let confirmed: number | null = null;
-    try {
-      confirmed = Number(await wait(cluster ? stateNode() : client));
-    } catch (err) {
-      reportError(err);
-    }
-    if (confirmed !== null && confirmed >= replicasToAck) {
-      // also when the short ones were on a primary since replaced: the warning is answered either way
-      if (unconfirmed) options.onTopologyEvent?.('info', `writes to ${node} are confirmed by replicas again`, { node, replicas: confirmed });
-      unconfirmed = null;
-      return;
-    }
-    options.onUnreplicatedWrite?.();
-    // an error says nothing of the replicas; a short answer does, unless they are online and only
-    // lagging: then the next write waits again, as a write's durability asks
-    if (confirmed === null || (unconfirmed?.node !== node && (await replicasOnline()))) return;
-    if (unconfirmed?.node !== node) {
-      const wanted = replicasToAck === 1 ? 'a replica' : `${replicasToAck} replicas`;
-      options.onTopologyEvent?.('warn', `writes to ${node} are not confirmed by replicas (${confirmed} of ${replicasToAck} within ${ackTimeoutMs} ms): they are answered without waiting and counted in portico_redis_unreplicated_writes_total until it names ${wanted} online again`, { node, replicas: confirmed, replicasToAck });
-    }
-    unconfirmed = { node, probedAt: performance.now() };
-  };
-
-  /** whether a WAIT may succeed on the primary again (looked at once a second at most) */
-  const replicasBack = async (state: { probedAt: number }): Promise<boolean> => {
-    if (performance.now() - state.probedAt < REPLICAS_PROBE_EVERY_MS) return false;
-    state.probedAt = performance.now();
-    return replicasOnline();
-  };
-
-  /** the primary's INFO names enough replicas online, or cannot be read (then a WAIT decides) */
-  const replicasOnline = async (): Promise<boolean> => {
-    try {
-      const connection = cluster ? stateNode() : client;
-      const command = new Command('info', ['replication'], { replyEncoding: 'utf8' });
-      command.setTimeout(commandTimeoutMs + ackTimeoutMs * (waits.get(connection) ?? 0));
-      const info = String(await connection.sendCommand(command));
-      return (info.match(/^slave\d+:.*\bstate=online\b/gm)?.length ?? 0) >= replicasToAck;
-    } catch {
-      return true;
-    }
-  };
-
-  const wait = async (connection: Redis): Promise<unknown> => {
-    const command = new Command('wait', [replicasToAck, ackTimeoutMs], { replyEncoding: 'utf8' });
-    // WAIT blocks up to its own timeout: it alone may outlast the command timeout (a timeout set
-    // first is the one ioredis keeps)
-    command.setTimeout(commandTimeoutMs + ackTimeoutMs);
-    waits.set(connection, (waits.get(connection) ?? 0) + 1);
-    try {
-      return await connection.sendCommand(command);
-    } finally {
-      const left = waits.get(connection)! - 1;
-      if (left === 0) waits.delete(connection);
-      else waits.set(connection, left);
-    }
-  };
+    connection: () => (cluster ? stateNode() : client),
+    node: () => primaryFor(STATE_SLOT) ?? 'the primary',
+    reportError: (err) => reportError(err),
+    onUnreplicatedWrite: () => options.onUnreplicatedWrite?.(),
+    tell: (level, message, fields) => options.onTopologyEvent?.(level, message, fields),
+  });
+  const acknowledge = replicas.acknowledge;
 
   // A PING sent behind WAITs is answered only after them, and a WAIT holds its connection for the whole
   // ack timeout while a replica is missing (on a Cluster with one replica per primary, from every kill -9
@@ -307,7 +238,7 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
   // the PONG already there, and the view said "Redis unreachable" while Redis had answered in time.
   const ping = (connection: Redis): Promise<unknown> => {
     const command = new Command('ping', [], { replyEncoding: 'utf8' });
-    const limitMs = commandTimeoutMs + ackTimeoutMs * (waits.get(connection) ?? 0);
+    const limitMs = commandTimeoutMs + ackTimeoutMs * replicas.waitsOn(connection);
     // ioredis's own timer only as a backstop well past ours (it runs before the turn's reads too): it
     // takes the command off ioredis's queue should Redis never answer
     command.setTimeout(10 * limitMs);
