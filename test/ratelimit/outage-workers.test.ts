@@ -94,7 +94,7 @@ async function thaw(pids: number[]): Promise<void> {
   });
 }
 
-const call = (key: string, path = '/v1/categories') => api(Number(env.PORTICO_HTTPS_PORT), portico.ca, key, { path });
+const call = (key: string) => api(Number(env.PORTICO_HTTPS_PORT), portico.ca, key, { path: '/v1/categories' });
 
 /** a free key's minute is the window its answers report while it has fewer than 60 left of its day */
 function minuteUsed(answer: Answer): number {
