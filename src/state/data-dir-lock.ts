@@ -12,10 +12,15 @@ import { DatabaseSync } from 'node:sqlite';
  * and no race among processes starting together: exactly one gets it, in another container on the
  * same volume too (a pid there says nothing here). A second open in the same process is refused as well.
  * `portico.lock` names the owner's pid for the message of the refused and for people; it is only a note.
+ *
+ * On its way to the exclusive lock every process holds a shared one for a moment (reading the file's
+ * header). Without a wait, processes starting together could each see another's shared lock and all
+ * give up, leaving nobody the owner: each retries for up to {@link LOCK_WAIT_MS}, so the refused wait
+ * that long before they are told.
  */
 export function lockDataDir(dataDir: string): () => void {
   const file = path.join(dataDir, 'portico.owner');
-  const db = new DatabaseSync(file, { timeout: 0, open: false });
+  const db = new DatabaseSync(file, { timeout: LOCK_WAIT_MS, open: false });
   try {
     db.open();
     db.exec('PRAGMA journal_mode=MEMORY'); // the transaction writes nothing: no -journal file beside it
@@ -49,6 +54,8 @@ export function lockDataDir(dataDir: string): () => void {
   };
 }
 
+/** How long an open waits for another process's hold on the lock to end before it is refused. */
+export const LOCK_WAIT_MS = 1000;
 const SQLITE_BUSY = 5;
 const SQLITE_NOTADB = 26;
 

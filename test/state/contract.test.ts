@@ -193,6 +193,24 @@ t.test('embedded only', async (t) => {
     t.equal(await stores.health(), 'ok', 'the lock was free again');
   });
 
+  t.test('a process on its way to the lock (holding it shared for a moment) does not make the open give up', async (t) => {
+    const dataDir = tempDir('state-lock-shared');
+    t.teardown(() => cleanup(dataDir));
+    // what every starting process does before it asks for the exclusive lock: read the file under a shared lock
+    const reader = spawn(process.execPath, ['-e', `
+      const { DatabaseSync } = require('node:sqlite');
+      const db = new DatabaseSync(${JSON.stringify(path.join(dataDir, 'portico.owner'))});
+      db.exec('BEGIN'); db.prepare('SELECT count(*) FROM sqlite_master').get();
+      console.log('HELD');
+      setTimeout(() => { db.exec('COMMIT'); db.close(); }, 200);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise((resolve) => reader.once('exit', resolve));
+    await new Promise<void>((resolve) => reader.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('HELD') && resolve()));
+    const stores = await openEmbeddedStores(dataDir);
+    t.teardown(() => stores.close());
+    t.equal(await stores.health(), 'ok', 'the open waited for the shared hold to end and owns the data dir');
+    await exited;
+  });
+
   t.test('several processes starting together, over a dead process\'s note: exactly one owns the data dir', async (t) => {
     const module = path.resolve(import.meta.dirname, '../../src/state/embedded.ts');
     const PROCESSES = 6;
