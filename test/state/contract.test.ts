@@ -220,20 +220,30 @@ t.test('embedded only', async (t) => {
       const dead = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' });
       await new Promise((resolve) => dead.once('exit', resolve));
       writeFileSync(path.join(dataDir, 'portico.lock'), `${dead.pid} 0123456789abcdef`);
-      // every child loads first, then all open at the same moment and hold what they got for 1.5 s
+      // every child loads first, then all open at the same moment; the owner holds the lock until every
+      // child has answered (its stdin ends), so a late refusal cannot turn into a second owner
       const at = Date.now() + 2500;
       const script = `
         import { openEmbeddedStores } from ${JSON.stringify(module)};
         while (Date.now() < ${at}) {}
-        try { const s = await openEmbeddedStores(${JSON.stringify(dataDir)}); console.log('OPENED'); setTimeout(() => s.close(), 1500); }
-        catch (err) { console.log(err.code ?? err.message); }`;
-      const outcomes = await Promise.all(Array.from({ length: PROCESSES }, () => new Promise<string>((resolve, reject) => {
-        const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+        try {
+          const s = await openEmbeddedStores(${JSON.stringify(dataDir)});
+          console.log('OPENED');
+          process.stdin.resume().once('end', () => s.close());
+        } catch (err) { console.log(err.code ?? err.message); }`;
+      const children = Array.from({ length: PROCESSES }, () => spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] }));
+      const exits = children.map((child) => new Promise((resolve) => child.once('exit', resolve)));
+      const outcomes = await Promise.all(children.map((child) => new Promise<string>((resolve, reject) => {
         let out = '';
-        child.stdout.on('data', (chunk) => (out += chunk));
+        child.stdout.on('data', (chunk) => {
+          out += chunk;
+          if (out.includes('\n')) resolve(out.trim());
+        });
         child.once('error', reject);
         child.once('exit', () => resolve(out.trim()));
       })));
+      for (const child of children) child.stdin.end();
+      await Promise.all(exits);
       t.equal(outcomes.filter((o) => o === 'OPENED').length, 1, `round ${round + 1}: one owner (${outcomes.join(', ')})`);
       t.equal(outcomes.filter((o) => o === 'DATA_DIR_LOCKED').length, PROCESSES - 1, 'the others are refused');
       t.same(readdirSync(dataDir).filter((name) => name.startsWith('portico.lock')), [], 'the owner removed its note when it closed');
