@@ -59,10 +59,8 @@ async function round(url: string, primaryOf: (subject: string) => Promise<RedisN
   await Promise.all(callers);
   // the counter as the new primary has it, minus what was counted after the failover
   const after = counted - countedAtKill;
-  const day = Math.floor(Date.now() / 86_400_000) * 86_400;
   const next = await primaryOf(subject);
-  const key = `portico:rl:{${subject}}:d:${day}`;
-  const stored = Number((await cli(next.port, 'GET', key)) || 0) - after;
+  const stored = Number((await cli(next.port, 'HGET', `portico:rl:{${subject}}`, 'dayUsed')) || 0) - after;
   await limiter.close();
   connections.client.disconnect();
   connections.subscriber.disconnect();

@@ -11,7 +11,7 @@
 // allowed here is not added to Redis when it is back (the script is the only writer of its counts).
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
 
-/** the background probe's own counters (`portico:rl:{portico:probe}:…`), never refused */
+/** the background probe's own counters (`portico:rl:{portico:probe}`), never refused */
 const PROBE_SUBJECT = 'portico:probe';
 const PROBE_LIMIT: Limit = { perMinute: 1e9, perDay: 1e12 };
 const PROBE_BAN: BanPolicy = { refusals: 1e9, windowSeconds: 1, banSeconds: 1 };

@@ -1,6 +1,6 @@
 // The shared limiter: every instance counts in one Redis, one script call per request.
-// Keys of one subject: portico:rl:{<subject>}:m:<minute start>, :d:<day start>, :ref, :ban — one
-// hash tag, so a Redis Cluster keeps them in one slot and the script may touch them all.
+// One key per subject, portico:rl:{<subject>}: a hash with its windows, refusals and ban (see
+// limiter-script.ts for why one key). The subject is the hash tag, so subjects spread over a Cluster.
 import type { ConnectionOptions } from 'node:tls';
 import type { Redis } from 'ioredis';
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
@@ -14,8 +14,8 @@ import { bannedDecision, windowDecision, windowsAt } from './windows.ts';
 
 const ALLOWED = 0;
 const BANNED = 2;
-/** numkeys, 3 keys, 6 arguments */
-const ARG_COUNT = 10;
+/** numkeys, 1 key, 6 arguments */
+const ARG_COUNT = 8;
 const NOW_FROM_REDIS = bulk('');
 const SUBJECTS_MAX = 10_000;
 
@@ -38,7 +38,7 @@ export class RedisLimiter implements RateLimiter {
   // skew between the two only moves the moment the next request goes to Redis again.
   #bans = new Map<string, number>();
   #sweepBansAt = 1024;
-  // subject → the RESP of numkeys and its three keys, and their slot: the same few subjects call again and again
+  // subject → the RESP of numkeys and its key, and its slot: the same few subjects call again and again
   #keys = new Map<string, { text: string; slot: number }>();
   #limitArgs = new WeakMap<Limit, LimitArgs>();
 
@@ -126,8 +126,7 @@ export class RedisLimiter implements RateLimiter {
     let keys = this.#keys.get(subject);
     if (keys === undefined) {
       const tag = escapeTag(subject);
-      const base = `portico:rl:{${tag}}:`;
-      keys = { text: bulk('3') + bulk(base + 'ban') + bulk(base + 'ref') + bulk(base), slot: keySlot(tag) };
+      keys = { text: bulk('1') + bulk(`portico:rl:{${tag}}`), slot: keySlot(tag) };
       // anonymous callers are counted per IP: drop the oldest subject rather than grow without bound
       if (this.#keys.size >= SUBJECTS_MAX) this.#keys.delete(this.#keys.keys().next().value!);
       this.#keys.set(subject, keys);
@@ -159,8 +158,9 @@ export class RedisLimiter implements RateLimiter {
   }
 }
 
-// A `}` in the subject would end the hash tag early (and `{}` would mean no tag at all), splitting
-// one subject's keys across slots; percent-encode the three characters that matter.
+// A `}` in the subject would end the hash tag early (and `{}` would mean no tag at all): Redis would
+// place the key in another slot than keySlot(tag) names, and every call would be redirected;
+// percent-encode the three characters that matter.
 function escapeTag(subject: string): string {
   return subject.replace(/[%{}]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase());
 }

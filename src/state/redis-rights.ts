@@ -19,7 +19,7 @@ interface Need {
 // Every command Portico sends, itself or in its scripts (which run with the user's rights), on the keys
 // it sends them to. INFO is not among them: without it ioredis skips its ready check (README).
 const ON_STATE_KEYS = [['get'], ['set', 'v'], ['del'], ['exists'], ['mget'], ['incr'], ['expire', '1'], ['pexpire', '1'], ['hget', 'f'], ['hset', 'f', 'v'], ['hdel', 'f'], ['hvals'], ['hmget', 'f'], ['hscan', '0'], ['hincrby', 'f', '1'], ['hlen'], ['zadd', '1', 'm'], ['zrem', 'm'], ['zrange', '0', '-1'], ['zrangebyscore', '0', '1'], ['zremrangebyscore', '0', '1'], ['zscore', 'm'], ['zcard'], ['sadd', 'm'], ['srem', 'm'], ['smembers'], ['rpush', 'v'], ['ltrim', '0', '1'], ['lrange', '0', '1']];
-const ON_LIMITER_KEYS = [['get'], ['set', 'v'], ['del'], ['incr'], ['pexpire', '1'], ['hget', 'f'], ['hset', 'f', 'v'], ['hincrby', 'f', '1']];
+const ON_LIMITER_KEYS = [['get'], ['hmget', 'f'], ['hset', 'f', 'v'], ['pexpire', '1']];
 const PLAIN = [['multi'], ['exec'], ['ping'], ['wait', '1', '0'], ['time']];
 /** ioredis's view of the slots, and the limiter's ASKING during a reshard */
 const ON_CLUSTER = [['cluster', 'slots'], ['cluster', 'info'], ['asking']];
