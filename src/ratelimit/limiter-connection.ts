@@ -25,6 +25,8 @@ interface Pending {
   argCount: number;
   deadline: number;
   settled: boolean;
+  /** sent after an ASKING, which its resend with the script needs again (ASKING holds for one command) */
+  asking?: boolean;
   resolve(reply: Reply): void;
   reject(err: Error): void;
 }
@@ -92,15 +94,18 @@ export class LimiterConnection {
     return new Promise<Reply>((resolve, reject) => {
       if (this.#state === 'closed') return reject(connectionError('the limiter connection is closed'));
       if (this.#state === 'idle') this.#connect();
-      if (asking) {
-        this.#queue.push({ args: null, argCount: 0, deadline: Infinity, settled: false, resolve: () => undefined, reject: () => undefined });
-        this.#write('*1\r\n$6\r\nASKING\r\n');
-      }
-      this.#queue.push({ args, argCount, deadline, settled: false, resolve, reject });
+      if (asking) this.#asking();
+      this.#queue.push({ args, argCount, deadline, settled: false, asking, resolve, reject });
       this.#write(`*${argCount + 2}\r\n${this.#evalsha}${args}`);
       const timeout = deadline - performance.now();
       if (this.#timer === null && this.#check === null && Number.isFinite(timeout)) this.#arm(Math.max(1, timeout));
     });
+  }
+
+  /** ASKING, whose +OK nobody waits for */
+  #asking(): void {
+    this.#queue.push({ args: null, argCount: 0, deadline: Infinity, settled: false, resolve: () => undefined, reject: () => undefined });
+    this.#write('*1\r\n$6\r\nASKING\r\n');
   }
 
   close(): void {
@@ -214,7 +219,9 @@ export class LimiterConnection {
     }
     if (pending.settled) return;
     if (reply instanceof ReplyError && pending.args !== null && reply.message.startsWith('NOSCRIPT')) {
-      // the same call again, with the script itself; it keeps its deadline
+      // the same call again, with the script itself; it keeps its deadline (and, redirected here by
+      // -ASK, its ASKING: without it the new owner of a slot being moved answers -MOVED back)
+      if (pending.asking) this.#asking();
       this.#queue.push(pending);
       this.#write(`*${pending.argCount + 2}\r\n${this.#eval}${pending.args}`);
       return;

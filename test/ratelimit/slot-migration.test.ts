@@ -91,6 +91,12 @@ t.test('a subject\'s counters keep counting at every step of its slot\'s migrati
 
   t.equal(await cli(from.port, 'MIGRATE', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', key), 'OK', 'MIGRATE moved the key');
   t.same([await keysIn(from, slot), await keysIn(to, slot)], [0, 1], 'the key is on the new owner, the slot still open');
+  // the new owner has forgotten the script (SCRIPT FLUSH, a restart): the call sent there after -ASK is
+  // sent again with the script itself, and that one needs its ASKING too
+  let other = 'other-0';
+  for (let i = 1; (await topology.primaryOf(keySlot(other))).port !== to.port; i++) other = `other-${i}`;
+  await limiter.consume(other, limit, ban, now); // the limiter's connection to the new owner is open
+  t.equal(await cli(to.port, 'SCRIPT', 'FLUSH'), 'OK', 'the new owner forgets its scripts');
   const asked = await asks(from);
   for (let i = 0; i < 4; i++) await call('slot open, key on the new owner');
   t.same(decisions.slice(7), ['allowed', 'allowed', 'allowed', 'rate_limited'], 'the new owner answered, up to the limit');
