@@ -197,7 +197,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   const shared: Shared = { stores, certStores, domainTurns, limiter, metrics, log, forwarder, proxy, routes, certificates, checks, adminToken, redisUp, redisMode, reload: options.reloadEverywhere ?? (() => reload()), adminAnswers: adminAnswers(stores) };
   const handlers = buildHandlers(config, shared);
   const ocsp = createOcspStapler({ onError: (err) => log.warn({ err: (err as Error).message }, 'could not fetch an OCSP response to staple') });
-  const listeners = createListeners({ config, fallback, secureContext: (name) => certificates.secureContext(name), handlers, ocsp, metrics, trust: createTrust(config.trustedProxies) });
+  const listeners = createListeners({ config, fallback, secureContext: (name) => certificates.secureContext(name), handlers, ocsp, metrics, log, trust: createTrust(config.trustedProxies) });
 
   // 5. listen, then keep certificates fresh
   try {

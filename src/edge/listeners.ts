@@ -16,8 +16,11 @@ import { serveStreams } from './h2-stream.ts';
 import type { ConnectHandler } from './extended-connect.ts';
 import { H2_LIMITS, H2_SETTINGS, limitSession } from './h2-limits.ts';
 import { errorBody, sendError } from '../errors.ts';
-import { answerOn } from '../proxy/websocket-h1.ts';
+import { afterEarlierAnswers, answerOn } from '../proxy/websocket-h1.ts';
 import type { Trust } from './client-ip.ts';
+import type { Logger } from '../log.ts';
+import { refusalRecorder } from './before-routing.ts';
+import { hostnameFromHost } from '../routing/hostname.ts';
 import type { OcspStapler } from '../certs/ocsp.ts';
 
 // Mozilla "intermediate": TLS 1.2 with AEAD + forward secrecy only; TLS 1.3 suites are all AEAD.
@@ -70,6 +73,8 @@ export interface ListenerDeps {
   /** staples OCSP responses for certificates that name a responder */
   ocsp: OcspStapler;
   metrics: Metrics;
+  /** for the access lines of what is answered before routing */
+  log: Logger;
   trust: Trust;
 }
 
@@ -123,6 +128,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
   https.on('tlsClientError', () => metrics.tlsHandshakes.inc({ result: 'failure' }));
 
   const tracked = trackConnections(https, () => t.headersMs);
+  const beforeRouting = refusalRecorder(metrics, deps.log, trust);
   https.on('session', (session: http2.ServerHttp2Session) =>
     limitSession(session, { streamIdleMs: () => t.requestMs, onAbuse: (reason) => metrics.http2Abuse.inc({ reason }) }),
   );
@@ -134,39 +140,66 @@ export function createListeners(deps: ListenerDeps): Listeners {
     }
     const problem = h1 ? checkTarget(req as unknown as http.IncomingMessage) : checkAuthority(req.headers);
     if (problem !== null) {
-      const started = performance.now();
+      const record = beforeRouting(req);
+      // 'close' follows every answer, finished or cut short (as in the pipeline)
+      res.once('close', () => record(res));
       sendError(res, 'invalid_request', problem, h1 ? { connection: 'close' } : undefined);
-      metrics.answered('unknown', req.method, 400, (performance.now() - started) / 1000);
       return;
     }
     handlers.edge(req, res);
   });
   // HTTP/2 streams to a project on Node's core stream API; the others reach 'request' and 'connect'
   serveStreams(https, () => handlers.edge.stream);
-  // HTTP/1.1 Upgrade (WebSocket) requests on the HTTPS listener
+  // HTTP/1.1 Upgrade (WebSocket) requests on the HTTPS listener. Node hands the connection over at
+  // once, also behind pipelined requests still being answered: the upgrade waits for their answers
+  // (proxy/websocket-h1.ts afterEarlierAnswers), then is refused here or routed (pipeline.ts).
   https.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     tracked.upgrade(socket);
-    const problem = checkTarget(req);
-    if (problem !== null) {
-      // the same answer and count as a request refused here (above), then the connection closes
-      socket.on('error', () => socket.destroy());
-      const started = performance.now();
-      sendError(answerOn(req, socket), 'invalid_request', problem, { connection: 'close' });
-      metrics.answered('unknown', req.method, 400, (performance.now() - started) / 1000);
-      return;
-    }
-    handlers.upgrade(req, socket, head);
+    // Node took its own 'error' listener off the connection: a reset while the upgrade waits, or
+    // while its refusal is written, must not become an uncaught 'error'
+    socket.on('error', () => socket.destroy());
+    const record = beforeRouting(req);
+    let routed = false;
+    let refusal: http.ServerResponse | undefined;
+    // a refusal's line when the connection has closed after it, as for the project's refusals; or a
+    // visitor gone before its turn came, never answered (499)
+    socket.once('close', () => {
+      if (!routed) record(refusal);
+    });
+    afterEarlierAnswers(socket, () => {
+      const problem = checkTarget(req);
+      if (problem === null) {
+        routed = true;
+        handlers.upgrade(req, socket, head);
+        return;
+      }
+      // the same answer as a request refused here (above), then the connection closes
+      refusal = answerOn(req, socket);
+      sendError(refusal, 'invalid_request', problem, { connection: 'close' });
+    });
   });
   // CONNECT: Node's compat layer emits it for HTTP/2 streams (request, response) and its HTTP/1.1
-  // parser for HTTP/1.1 requests (request, socket). Over HTTP/1.1 Portico is no forward proxy.
+  // parser for HTTP/1.1 requests (request, socket). Over HTTP/1.1 Portico is no forward proxy: 405,
+  // in its turn behind pipelined requests as an upgrade, counted and logged as a refusal before
+  // routing (hostname from the authority-form target, as :authority over HTTP/2; no path). Its
+  // `Allow` is empty (RFC 9110 §10.2.1, required on a 405 by §15.5.6): a host:port target is no
+  // resource Portico serves by any method.
   https.on('connect', (req: http2.Http2ServerRequest | http.IncomingMessage, second: http2.Http2ServerResponse | Duplex) => {
     if (req instanceof http2.Http2ServerRequest) {
       handlers.connect(req, second as http2.Http2ServerResponse);
       return;
     }
     const socket = second as Duplex;
+    tracked.upgrade(socket);
     socket.on('error', () => socket.destroy());
-    socket.end('HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    const record = beforeRouting(req, { hostname: hostnameFromHost(req.url), path: '' });
+    let refusal: http.ServerResponse | undefined;
+    socket.once('close', () => record(refusal));
+    afterEarlierAnswers(socket, () => {
+      refusal = answerOn(req, socket);
+      refusal.writeHead(405, { allow: '', 'content-length': 0 });
+      refusal.end();
+    });
   });
 
   const plain = (handler: () => PlainHandler) =>
@@ -262,7 +295,8 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
   const sessions = new Set<http2.ServerHttp2Session>();
   // per HTTP/1.1 connection: requests in flight, and one timer re-armed with refresh() (cheaper
   // than a new timer per request); it fires harmlessly while a request is in flight
-  const connections = new WeakMap<TLSSocket, { busy: number; deadline: NodeJS.Timeout; done: () => void; tunnel?: true }>();
+  type Connection = { busy: number; deadline: NodeJS.Timeout; done: () => void; tunnel?: true };
+  const connections = new WeakMap<TLSSocket, Connection>();
   const state = {
     draining: false,
     /** An HTTP/1.1 request on the listener: in flight until its answer closes. */
@@ -274,9 +308,11 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
       res.on('close', connection.done);
     },
     /**
-     * An HTTP/1.1 Upgrade request: from here the connection is a tunnel (or is closed after the
-     * refusal), not a keep-alive connection waiting for request headers, so the headers deadline no
-     * longer applies, and a stop leaves it its shutdown time, as a WebSocket over HTTP/2 has
+     * An HTTP/1.1 Upgrade (or CONNECT) request: from here the connection is a tunnel (or is closed
+     * after the refusal), not a keep-alive connection waiting for request headers, so the headers
+     * deadline no longer applies, and a stop leaves it its shutdown time, as a WebSocket over HTTP/2
+     * has. Pipelined behind requests still being answered, it takes the connection over once their
+     * answers are out: the last of them ending it during a stop would cut it
      */
     upgrade(socket: Duplex) {
       const connection = connections.get(socket as TLSSocket);
@@ -299,13 +335,13 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
   };
   server.on('secureConnection', (socket: TLSSocket) => {
     sockets.add(socket);
-    const connection = socket.alpnProtocol === 'h2'
+    const connection: Connection | null = socket.alpnProtocol === 'h2'
       ? null
       : {
           busy: 0,
           deadline: setTimeout(() => connection!.busy === 0 && socket.destroy(), headersMs()).unref(),
           done: () => {
-            if (--connection!.busy > 0) return;
+            if (--connection!.busy > 0 || connection!.tunnel) return;
             if (state.draining) socket.end();
             else connection!.deadline.refresh();
           },

@@ -1,6 +1,9 @@
 // WebSockets over HTTP/1.1 (RFC 6455 §4, RFC 9110 §7.8): the visitor's Upgrade request goes to the
 // project's upstream, and its answer comes back as Portico writes any answer: the upstream's framing
 // and hop-by-hop fields never reach the visitor (DESIGN §3).
+// 0. answers go out in request order (RFC 9112 §9.3.2): an Upgrade pipelined behind requests still
+//    being answered waits for them (afterEarlierAnswers(), which the listener calls) before anything
+//    happens, its upstream request included;
 // 1. the request: the headers project-proxy.ts gives (its own Host, X-Forwarded-*, no hop-by-hop but
 //    `Connection: Upgrade` and `Upgrade: websocket`, no body framing); the visitor's bytes after the
 //    request head wait, and go into the tunnel once it is open;
@@ -21,6 +24,8 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { sendPage, upstreamFailurePage } from '../edge/pages.ts';
 import { connectionTokens, isHopByHop } from './forward.ts';
+
+const EMPTY = Buffer.alloc(0);
 
 /** The status an upgrade is recorded with when its visitor left before any answer (nginx's "client closed request"), as over HTTP/2. */
 const CLIENT_CLOSED = 499;
@@ -120,7 +125,9 @@ export function passUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, 
       return;
     }
     status = 101;
-    visitor.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n${endToEndLines(answer.rawHeaders)}\r\n`);
+    // latin1: the upstream's field bytes as they came (Node reads them one byte a character), as a
+    // forwarded answer's are; the default UTF-8 would turn an obs-text byte (0xE9) into two
+    visitor.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n${endToEndLines(answer.rawHeaders)}\r\n`, 'latin1');
     join(visitor, upstream, head, upstreamHead);
   });
   request.on('response', (answer: IncomingMessage) => {
@@ -152,8 +159,10 @@ export function passUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, 
     }
     res = out;
     status = out.statusCode;
-    // the head goes out now, not with the body's first bytes: the visitor learns the refusal at once
-    out.flushHeaders();
+    // the head goes out now, not with the body's first bytes: the visitor learns the refusal at once.
+    // An empty Buffer sends it, as latin1 like any head before a Buffer (the upstream's bytes as they
+    // came); flushHeaders() writes it as a string in UTF-8. A status without a body sends it at end().
+    out.write(EMPTY);
     answer.on('data', (chunk: Buffer) => {
       timer.refresh();
       if (out.write(chunk)) return;
@@ -178,20 +187,37 @@ export function passUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, 
 }
 
 /**
+ * Calls `next` once the answers Node's HTTP/1.1 server still owes on this connection are written, so
+ * an Upgrade (or CONNECT) pipelined behind other requests is answered after them (0. above). Node emits
+ * 'upgrade' as soon as the request's head is parsed, whatever is still being answered. The answer
+ * being written holds the socket as `socket._httpMessage`; those queued behind it get the socket one
+ * by one from the server's own 'finish' listener (resOnFinish, added when each was created, so it runs
+ * before this one's), which also clears `_httpMessage` after the last. So: wait for the 'finish' of
+ * whatever holds the socket until nothing does. The visitor's bytes after the Upgrade stay unread
+ * meanwhile. `next` is not called when the connection can no longer carry an answer (it closed, or an
+ * earlier answer said `Connection: close`): the caller's 'close' listener sees that.
+ */
+export function afterEarlierAnswers(socket: Duplex, next: () => void): void {
+  const earlier = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (earlier) {
+    earlier.once('finish', () => afterEarlierAnswers(socket, next));
+    return;
+  }
+  if (socket.writable) next();
+}
+
+/**
  * An answer on an upgrade request's connection, which Node's HTTP server has handed over: written
  * by a ServerResponse as any other (Content-Length or chunked, Date), with `Connection: close`, and
  * the connection closed once it is out. The visitor's bytes after the request are read and dropped:
  * nothing will read them, and closing over unread bytes would reset the connection under the answer.
+ * Only once the earlier answers on the connection are out (afterEarlierAnswers()): two answers cannot
+ * share it, and Node refuses to (ERR_HTTP_SOCKET_ASSIGNED).
  */
 export function answerOn(req: IncomingMessage, socket: Duplex): ServerResponse {
   const visitor = socket as net.Socket;
   const res = new ServerResponse(req);
   res.shouldKeepAlive = false;
-  // a pipelined answer still being written on this connection: two answers cannot share it
-  if ((visitor as { _httpMessage?: unknown })._httpMessage) {
-    visitor.destroy();
-    return res;
-  }
   res.assignSocket(visitor);
   res.once('finish', () => visitor.destroySoon());
   visitor.resume();
