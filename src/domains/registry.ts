@@ -156,8 +156,11 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
     const domain = await domainOf(project, body.from);
     const to = validateRedirectTarget(body.to);
     if (to === domain.hostname) throw new HttpError('invalid_request', 'A domain cannot redirect to itself.');
-    // a redirect to a domain that redirects itself is a chain, or the last link of a loop
+    // a redirect to a domain that redirects back here closes a loop: said as such, since the chain's
+    // advice (redirect to where the target leads) would be to redirect this domain to itself
     const target = await stores.domains.get(to);
+    if (target?.redirect?.to === domain.hostname) throw new HttpError('conflict', `${to} redirects to ${domain.hostname}: a redirect from ${domain.hostname} to ${to} would send visitors back and forth forever. Remove the redirect of ${to} first if ${domain.hostname} should redirect to it instead.`);
+    // a redirect to a domain that redirects itself is a chain
     if (target?.redirect) throw new HttpError('conflict', `${to} redirects to ${target.redirect.to} itself; redirect ${domain.hostname} to ${target.redirect.to} instead, or remove the redirect of ${to} first.`);
     const into = (await stores.domains.listByProject(project.id)).find((d) => d.redirect?.to === domain.hostname);
     if (into) throw new HttpError('conflict', `${into.hostname} redirects to ${domain.hostname}; a redirect of ${domain.hostname} would make that a chain. Redirect ${into.hostname} to ${to} first.`);

@@ -195,8 +195,9 @@ async function checkOwnership(hostname: string, token: string, resolver: Resolve
   const name = `_portico.${hostname}`;
   const answer = await query('TXT', name, () => resolver.resolveTxt(name));
   if ('error' in answer) return [answer.error];
-  // a TXT record's value may arrive split into several strings of at most 255 bytes
-  const values = 'ok' in answer ? answer.ok.map((chunks) => chunks.join('').trim()) : [];
+  // a TXT record's value may arrive split into several strings of at most 255 bytes (joined before
+  // decoding: a character's bytes may straddle two of them)
+  const values = 'ok' in answer ? answer.ok.map((chunks) => txtText(chunks.join('')).trim()) : [];
   if (values.includes(token)) return [];
   // what is there is quoted, bounded and printable (dns-answers.ts): it is whatever the zone holds
   return [{
@@ -205,6 +206,24 @@ async function checkOwnership(hostname: string, token: string, resolver: Resolve
     ...(values.length > 0 ? { found: shownList(values, SHOWN_TXT_CHARS) } : {}),
     expected: token,
   }];
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * A TXT value as the text its owner wrote. node:dns hands TXT bytes over one character per byte
+ * (latin1), so a UTF-8 "bidi \u202eevil" read "bidi â\x80®evil": quoted that way, the bidi mark
+ * is not the one printable() escapes, and anything beyond ASCII reads as mojibake. Bytes that are not
+ * UTF-8 stay one character per byte (printable() escapes the controls among them).
+ */
+function txtText(value: string): string {
+  // a resolver that decoded already (characters past one byte): nothing to do
+  if (!/[\u0080-\u00ff]/u.test(value) || /[^\u0000-\u00ff]/u.test(value)) return value;
+  try {
+    return UTF8.decode(Buffer.from(value, 'latin1'));
+  } catch {
+    return value;
+  }
 }
 
 function addressSet(...answers: Array<Answer<string[]>>): string[] {

@@ -1,6 +1,7 @@
 // The admin API on what owners and their tools send at its edges: hostnames in Unicode wherever a
 // hostname is named, redirects that would chain or loop, null where a value is optional, the
-// bearer scheme in any case, and the methods a path takes.
+// bearer scheme in any case, and the methods a path takes. A loop is refused as a loop, not with the
+// chain's advice (which told the owner to redirect a domain to itself).
 import t from 'tap';
 import http from 'node:http';
 import { ADMIN_TOKEN, startPortico } from '../helpers/portico.ts';
@@ -46,8 +47,14 @@ t.test('redirects: a chain or a loop, an IP address and a null status are refuse
   t.equal((await call('POST', redirects, { from: 'a.example.net', to: 'b.example.net' })).status, 201);
   const loop = await call('POST', redirects, { from: 'b.example.net', to: 'a.example.net' });
   t.equal(loop.status, 409, 'b → a while a → b');
-  t.match(loop.json.message, /a\.example\.net redirects to b\.example\.net itself/);
-  t.equal((await call('POST', redirects, { from: 'c.example.net', to: 'a.example.net' })).status, 409, 'c → a → b: point c at b instead');
+  t.match(loop.json, { code: 'conflict', status: 409 });
+  // loop-advice: the refusal said "a.example.net redirects to b.example.net itself; redirect
+  // b.example.net to b.example.net instead": the chain's advice, a redirect to itself
+  t.match(loop.json.message, /^a\.example\.net redirects to b\.example\.net: a redirect from b\.example\.net to a\.example\.net would send visitors back and forth forever\./, 'called a loop');
+  t.notMatch(loop.json.message, /redirect b\.example\.net to b\.example\.net|itself/, 'never advises a redirect to itself');
+  const chain = await call('POST', redirects, { from: 'c.example.net', to: 'a.example.net' });
+  t.equal(chain.status, 409, 'c → a → b: point c at b instead');
+  t.match(chain.json.message, /a\.example\.net redirects to b\.example\.net itself; redirect c\.example\.net to b\.example\.net instead/);
   t.equal((await call('POST', redirects, { from: 'c.example.net', to: 'b.example.net' })).status, 201);
   t.equal((await call('POST', redirects, { from: 'b.example.net', to: 'elsewhere.example.org' })).status, 409, 'b is a target: b → elsewhere would make a → b a chain');
   t.equal((await call('POST', redirects, { from: 'b.example.net', to: '1.2.3.4' })).status, 400, 'an IP address');

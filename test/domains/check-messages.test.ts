@@ -5,7 +5,9 @@
 // - answer-forges-lines: a newline (or another control character) in a TXT or CAA value went as is
 //   into messages, where it reads as a line of its own in `portico domains events`;
 // - misconfigured-without-certificate: the `misconfigured` event said "still served with its current
-//   certificate" of a domain that had none.
+//   certificate" of a domain that had none;
+// - txt-mojibake: node:dns hands TXT bytes over one character per byte, so a UTF-8 value was quoted
+//   as mojibake ("bidi \u202eevil" read "bidi â\x80®evil") and its bidi mark was not the one escaped.
 import t from 'tap';
 import type { Domain } from '../../src/state/types.ts';
 import { startChecksBed, MINUTE, DAY } from '../helpers/checks-bed.ts';
@@ -66,6 +68,7 @@ t.test('answer-forges-lines: control characters in TXT and CAA values are escape
   const forged = '\n2026-03-01 10:00:00 UTC  Verified          DNS points at the platform';
   await dns.setCname(hostname, 'edge.localhost');
   // node:dns hands TXT and CAA bytes over one character per byte: a UTF-8 U+2028 arrives as three
+  // (the TXT value is decoded again before it is quoted; a CAA value is not)
   await dns.addTxt(`_portico.${hostname}`, `v=1${forged}\r\u001b[2J\u2028`);
   await dns.addCaa('forged.example.org', [{ tag: 'issue', value: 'pki.goog' }, { tag: 'iodef', value: `mailto:a@example.com${forged}` }]);
   await add(hostname, { ownershipToken: 'portico-verify=fedcba9876543210' });
@@ -77,7 +80,7 @@ t.test('answer-forges-lines: control characters in TXT and CAA values are escape
   const shown = 'v=1\\n2026-03-01 10:00:00 UTC  Verified          DNS points at the platform\\r\\x1b[2J';
   t.match(txt.message, `("${shown}`);
   t.match(txt.found, [shown]);
-  t.match(txt.found?.[0], '\\x80', 'the byte 0x80 of the UTF-8 U+2028 is a C1 control: escaped');
+  t.equal(txt.found?.[0], shown, 'the UTF-8 U+2028 at the end is decoded, then trimmed as the line separator it is');
   t.match(caa.message, '0 iodef "mailto:a@example.com\\n2026-03-01 10:00:00 UTC');
   for (const text of [...checked.diagnostics.flatMap((d) => [d.message, ...(d.found ?? [])])]) {
     t.notMatch(text, LINE_BREAKS, 'no line break from the answer');
@@ -86,6 +89,24 @@ t.test('answer-forges-lines: control characters in TXT and CAA values are escape
   const events = await eventsOf(hostname);
   t.same(events.map((e) => e.type), ['dns_checked', 'verification_failed']);
   for (const event of events) t.notMatch(event.message, LINE_BREAKS, `${event.type}: one line`);
+});
+
+t.test('txt-mojibake: a UTF-8 TXT value is quoted as the text it holds, its bidi marks escaped', async (t) => {
+  const hostname = 'shop.utf8.example.org';
+  await dns.setCname(hostname, 'edge.localhost');
+  await dns.addTxt(`_portico.${hostname}`, 'bidi \u202eevil\u2028café 日本');
+  await add(hostname, { ownershipToken: 'portico-verify=00112233445566778899' });
+  const checked = await check(hostname, 'verify');
+  t.match(checked.diagnostics, [{ code: 'ownership_txt_missing' }]);
+  const [txt] = checked.diagnostics;
+  t.strictSame(txt.found, ['bidi \\u202eevil\\u2028café 日本'], 'decoded as UTF-8, the override written as an escape');
+  t.match(txt.message, '("bidi \\u202eevil\\u2028café 日本")');
+  for (const text of [txt.message, ...txt.found!]) {
+    t.notMatch(text, /[\u0080-\u009f\u2028\u202a-\u202e]/, 'no C1 byte of an undecoded character, no raw separator or bidi mark');
+    t.notMatch(text, /Ã|â/, 'no mojibake');
+  }
+  const [event] = (await eventsOf(hostname)).filter((e) => e.type === 'dns_checked');
+  t.match(event.details, { diagnostics: [{ found: ['bidi \\u202eevil\\u2028café 日本'] }] }, 'the timeline quotes it the same way');
 });
 
 t.test('misconfigured-without-certificate: the event says what becomes of the certificate the domain has, or has not', async (t) => {

@@ -196,3 +196,17 @@ t.test('every finding is returned, and one that is not propagation makes it fail
   t.strictSame(codes(result), ['cname_mismatch', 'caa_blocks_ca', 'ownership_txt_missing']);
   t.match(result, { verified: false, pending: false });
 });
+
+t.test('a TXT value that is not UTF-8 is quoted byte by byte, its controls escaped', async (t) => {
+  // no DNS server hands out bytes that are not UTF-8 on request (challtestsrv takes JSON strings): a
+  // resolver answering as node:dns does, one character per byte
+  const bytes: Resolver = {
+    ...resolver,
+    resolveCname: async () => [TARGET],
+    resolveCaa: async () => [],
+    resolveTxt: async () => [[Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x85, 0x20]).toString('latin1'), Buffer.from('ok\u202e', 'utf8').toString('latin1')]],
+  };
+  const result = await verifyDomain({ hostname: 'shop.bytes.test', apex: false, cnameTarget: TARGET, caaIdentities: ['letsencrypt.org'], ownershipToken: 'ptk_1' }, bytes);
+  t.strictSame(codes(result), ['ownership_txt_missing']);
+  t.strictSame(result.diagnostics[0].found, ['caf\u00e9\\x85 ok\u00e2\\x80\u00ae'], 'not UTF-8 as a whole: one character per byte, C1 bytes escaped');
+});

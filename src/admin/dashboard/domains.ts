@@ -183,14 +183,31 @@ export const DOMAIN_ACTIONS = String.raw`  function verify(button, hostname, aga
     });
   }
 
+  // What removing this domain does, said for the case at hand: a domain never verified was never
+  // served; a redirect domain's visitors were being sent on, not served this project; a certificate is
+  // deleted only when there is one; and redirects of this project that lead to it then lead to a 404.
+  function removalWords(domain) {
+    const host = domain.hostname;
+    const served = domain.status === 'verified';
+    const certificate = domain.certificate && domain.certificate.status === 'issued' ? ' Its certificate is deleted.' : '';
+    const into = state.project.domains.filter((d) => d.redirect && d.redirect.to === host).map((d) => d.hostname);
+    const warning = !served ? host + ' is not verified, so it has never been served: no visitor notices its removal.' + certificate
+      : domain.redirect ? 'The redirect from ' + host + ' to ' + domain.redirect.to + ' stops at once, everywhere: visitors of ' + host + ' get an error page instead of being sent on.' + certificate
+      : 'Traffic on ' + host + ' stops at once, everywhere: visitors get an error page instead of this project.' + certificate;
+    const leading = into.length === 0 ? ''
+      : into.length === 1 ? ' ' + into[0] + ' redirects to ' + host + ': that redirect will then lead to a 404 page. Remove or change it too.'
+      : ' ' + into.join(', ') + ' redirect to ' + host + ': those redirects will then lead to a 404 page. Remove or change them too.';
+    return {
+      title: 'Remove ' + host + '?',
+      warning: warning + leading,
+      more: (domain.primary ? 'It is the primary domain: another verified domain becomes primary, if there is one. ' : '') + (served ? 'To serve it again you would have to add it and verify it again.' : 'To use it later you would have to add it again.'),
+      confirm: 'Remove domain',
+    };
+  }
+
   function confirmRemove(button, domain) {
     const host = domain.hostname;
-    confirmRemoval(button, {
-      title: 'Remove ' + host + '?',
-      warning: 'Traffic on ' + host + ' stops at once, everywhere: visitors get an error page instead of this project, and its certificate is deleted.',
-      more: (domain.primary ? 'It is the primary domain: another verified domain becomes primary, if there is one. ' : '') + 'To serve it again you would have to add it and verify it again.',
-      confirm: 'Remove domain',
-    }, () => busy(button, 'Removing…', async () => {
+    confirmRemoval(button, removalWords(domain), () => busy(button, 'Removing…', async () => {
       try {
         await api('DELETE', projectPath() + '/domains/' + enc(host));
         state.notices.delete(host);

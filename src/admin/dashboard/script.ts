@@ -24,9 +24,10 @@ export const SCRIPT = String.raw`
   const $ = (id) => document.getElementById(id);
   // generation: bumped by every sign-out; an answer to a request made before it is dropped (api()).
   // shown: the data the tables were last built from; loads: numbers each project load, so an older
-  // answer never replaces a newer one.
+  // answer never replaces a newer one. restart: the start with the kept token failed (refresh.ts tries
+  // it again).
   const state = { token: sessionStorage.getItem(TOKEN_KEY), projectId: null, project: null, notices: new Map(), openRecords: new Set(), openTimelines: new Set(), timelines: new Map(),
-    projectNotice: null, busy: 0, poll: 0, generation: 0, shown: '', loads: 0, applied: 0, loading: 0 };
+    projectNotice: null, busy: 0, poll: 0, generation: 0, shown: '', loads: 0, applied: 0, loading: 0, restart: false };
 
   // The only way this page builds DOM: properties and text nodes, never HTML strings.
   function h(tag, props, ...children) {
@@ -97,7 +98,7 @@ export const SCRIPT = String.raw`
     clearTimeout(state.poll);
     sessionStorage.removeItem(TOKEN_KEY);
     sessionStorage.removeItem(PROJECT_KEY);
-    Object.assign(state, { token: null, projectId: null, project: null, projectNotice: null, shown: '' });
+    Object.assign(state, { token: null, projectId: null, project: null, projectNotice: null, shown: '', restart: false });
     for (const kept of [state.notices, state.openRecords, state.openTimelines, state.timelines]) kept.clear();
     // nothing of the project stays in the page, hidden or not
     for (const id of ['domains', 'redirects', 'redirect-from', 'project']) $(id).replaceChildren();
@@ -141,6 +142,8 @@ export const SCRIPT = String.raw`
   // 2. project picker
   async function startApp() {
     const projects = await api('GET', '/admin/projects');
+    state.restart = false;
+    setText($('app-error'), '');
     sessionStorage.setItem(TOKEN_KEY, state.token);
     show($('login'), false);
     show($('app'), true);
@@ -152,11 +155,35 @@ export const SCRIPT = String.raw`
     const saved = sessionStorage.getItem(PROJECT_KEY);
     const initial = projects.some((p) => p.id === saved) ? saved : projects.length === 1 ? projects[0].id : '';
     select.value = initial;
-    if (initial) await selectProject(initial).catch(showAppError);
+    if (initial) await openProject(initial);
     else { show($('project-view'), false); select.focus(); }
   }
 
-  $('project').addEventListener('change', (event) => { selectProject(event.target.value).catch(showAppError); });
+  // A reload with the token kept: when Portico cannot answer (its state store down: 503), the page
+  // says so and tries again by itself (refresh.ts) until it has the projects; a 401 signs out.
+  async function restartApp() {
+    state.loading++;
+    try {
+      await startApp();
+    } catch (err) {
+      if (err.status === 401) return;
+      state.restart = true;
+      show($('login'), false);
+      show($('app'), true);
+      show($('sign-out'), true);
+      showAppError(err);
+      schedulePoll();
+    } finally {
+      state.loading--;
+    }
+  }
+
+  $('project').addEventListener('change', (event) => { openProject(event.target.value); });
+
+  // a project that cannot be loaded now is tried again on the poll (refresh.ts)
+  function openProject(id) {
+    return selectProject(id).catch((err) => { showAppError(err); schedulePoll(); });
+  }
 
   async function selectProject(id) {
     state.projectId = id || null;
@@ -302,7 +329,7 @@ ${REDIRECT_ACTIONS}
     setTimeout(() => { if (button.isConnected) button.textContent = 'Copy'; }, 2000);
   }
 
-  if (state.token) startApp().catch((err) => { if (err.status !== 401) { show($('login'), false); show($('app'), true); show($('sign-out'), true); showAppError(err); } });
+  if (state.token) restartApp();
   else signOut('');
 })();
 `;
