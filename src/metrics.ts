@@ -108,7 +108,7 @@ export function createMetrics() {
     acmeQueueDepth: new Gauge({ name: 'portico_acme_queue_depth', help: 'Certificate orders waiting for a CA limit (shared by every instance).', registers: [registry], aggregator: 'max' }),
     acmeLimitRemaining: new Gauge({ name: 'portico_acme_limit_remaining', help: 'What is left of a CA limit Portico keeps, by issuer and limit (new_orders: per account).', labelNames: ['issuer', 'limit'] as const, registers: [registry], aggregator: 'min' }),
     certificates: new Gauge({ name: 'portico_certificates', help: 'Stored certificates, by time left.', labelNames: ['expires_in'] as const, registers: [registry], aggregator: 'max' }),
-    certificatesEarliestExpiry: new Gauge({ name: 'portico_certificates_earliest_expiry_timestamp_seconds', help: 'When the first stored certificate expires (Unix seconds).', registers: [registry], aggregator: 'min' }),
+    certificatesEarliestExpiry: unset(new Gauge({ name: 'portico_certificates_earliest_expiry_timestamp_seconds', help: 'When the first stored certificate expires (Unix seconds); no sample while none is stored.', registers: [registry], aggregator: 'min' })),
     sniCacheHits: new Counter({ name: 'portico_sni_cache_hits_total', help: 'Handshakes answered from the SecureContext cache.', registers: [registry] }),
     sniCacheMisses: new Counter({ name: 'portico_sni_cache_misses_total', help: 'Handshakes for a domain that missed the SecureContext cache.', registers: [registry] }),
     tlsHandshakes: new Counter({ name: 'portico_tls_handshakes_total', help: 'TLS handshakes, by result.', labelNames: ['result'] as const, registers: [registry] }),
@@ -121,6 +121,16 @@ export type Metrics = ReturnType<typeof createMetrics>;
 function zeroed(counter: Counter<'kind'>, kinds: readonly string[]): Counter<'kind'> {
   for (const kind of kinds) counter.inc({ kind }, 0);
   return counter;
+}
+
+/**
+ * A gauge without labels prints 0 until it is set; this one prints no sample until then (the
+ * certificate manager sets it, and removes it again while there is nothing to tell): for a timestamp,
+ * 0 is a value, 1970, on which an alert such as `expiry - time() < 7d` fires.
+ */
+function unset(gauge: Gauge): Gauge {
+  gauge.remove();
+  return gauge;
 }
 
 /** Counts limiter decisions by plan through cells found by plan, then decision (metrics-tally.ts). */

@@ -2,7 +2,8 @@
 // directory (issuer-chain.ts tries the next). It does not decide *whether* to order (verification,
 // locks, de-duplication, limits, backoff are the caller's); it places the order and says, as an
 // IssueError kind, why one failed. The order's steps are acme-client's auto() spelt out (RFC 8555
-// §7.4), so the order can carry `replaces` (RFC 9773 §5) and the caller hears when it was placed.
+// §7.4), so the order can carry `replaces` (RFC 9773 §5), the caller hears when it was placed, and a
+// CA that refuses a poll ends the wait at once (settle()).
 //
 // acme-client throws plain Errors carrying only the problem's `detail`, so the problem `type`
 // (RFC 8555 §6.7) and Retry-After are read off the responses themselves: the client's axios
@@ -55,6 +56,11 @@ export interface OrderOptions {
   onOrderPlaced?(orderUrl: string): void;
   /** the CA fetched the HTTP-01 answer and found it right */
   onChallengeValid?(): void;
+  /**
+   * The order failed because the CA no longer knows the account (a restart of a CA that keeps
+   * accounts in memory): the account is registered again and the order placed once more, in this call.
+   */
+  onRetry?(error: IssueError): void;
 }
 
 export interface AcmeIssuer {
@@ -70,6 +76,11 @@ export interface AcmeIssuer {
 
 // one ACME request; without it axios waits forever on a CA that accepted the connection
 const REQUEST_TIMEOUT_MS = 30_000;
+// polling an authorisation or order: acme-client's own bounds (10 looks, the wait doubling up to 30 s)
+const POLL_LOOKS = 10;
+const POLL_MAX_WAIT_MS = 30_000;
+// what the CA is still working on (RFC 8555 §7.1.6); `ready` is an order finalize has not moved yet
+const UNSETTLED = new Set(['pending', 'processing', 'ready']);
 
 interface Problem {
   type: string;
@@ -82,6 +93,8 @@ interface Trace {
   agent: https.Agent;
   problem?: Problem;
   transportError?: Error;
+  /** the HTTP status of the last answer */
+  status?: number;
 }
 
 export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
@@ -107,13 +120,16 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     const trace = traces.getStore();
     if (trace === undefined) return response;
     const data: unknown = response.data;
+    trace.status = response.status;
     if (response.status === 201 && isObject(data) && typeof data.finalize === 'string') orderCount += 1;
     // badNonce is retried by acme-client itself (RFC 8555 §6.5): not the reason for a failure
     if (response.status >= 400 && isProblem(data) && data.type !== `${PROBLEM}badNonce`) {
       trace.problem = { type: data.type, detail: data.detail ?? '', retryAfterSeconds: retryAfterSeconds(response.headers['retry-after'], Date.now()) };
-    } else if (isObject(data) && data.status === 'invalid' && isProblem(data.error)) {
-      // an invalid challenge, authorisation or order carries the reason in `error`
-      trace.problem = { type: data.error.type, detail: data.error.detail ?? '' };
+    } else if (isObject(data) && data.status === 'invalid') {
+      // an invalid challenge or order carries the reason in `error`, an invalid authorisation in the
+      // `error` of its failed challenge
+      const error = isProblem(data.error) ? data.error : Array.isArray(data.challenges) ? data.challenges.map((c: unknown) => (isObject(c) ? c.error : undefined)).find(isProblem) : undefined;
+      if (error !== undefined) trace.problem = { type: error.type, detail: error.detail ?? '' };
     }
     return response;
   });
@@ -192,10 +208,44 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     return client;
   }
 
+  /**
+   * Polls an authorisation or an order (POST-as-GET, RFC 8555 §7.5.1) until the CA settles it, within
+   * acme-client's bounds (waitForValidStatus: 10 looks, the wait doubling from backoffMin to 30 s,
+   * about 90 s in all), but an error answer does not always cost another look:
+   * - a 4xx problem other than 429 ends the wait at once: the CA no longer knows the account or the
+   *   order (as after a restart of a CA that keeps them in memory) or refuses the request, and asking
+   *   again gets the same answer. The caller's next step (registering again and ordering once more,
+   *   the next issuer, the backoff) then starts at once instead of after ~90 s;
+   * - a 5xx, a 429 or a failed connection may pass by itself (a CA restarting, overloaded): it costs
+   *   one look, like an answer that is still pending.
+   */
+  async function settle<T extends { status: string }>(trace: Trace, what: string, look: () => Promise<T>): Promise<T> {
+    let wait = backoffMin;
+    for (let looks = 1; ; looks += 1) {
+      // what classify() reads is the last look's
+      delete trace.problem;
+      delete trace.transportError;
+      delete trace.status;
+      let item: T | undefined;
+      let failure: unknown = null;
+      try {
+        item = await look();
+      } catch (err) {
+        failure = err;
+        if (refusedForGood(trace)) throw err;
+      }
+      if (item?.status === 'valid') return item;
+      if (item !== undefined && !UNSETTLED.has(item.status)) throw new Error(`the CA found the ${what} ${item.status}`);
+      if (looks === POLL_LOOKS) throw failure ?? new Error(`the CA had not finished the ${what} after ${POLL_LOOKS} looks`);
+      await new Promise((r) => setTimeout(r, wait));
+      wait = Math.min(wait * 2, POLL_MAX_WAIT_MS);
+    }
+  }
+
   // RFC 8555 §7.4: new order → authorisations → HTTP-01 answered (the client's own pre-check is
   // skipped: it would resolve the name with the system resolver, which need not be the CA's) →
   // finalize → certificate
-  async function order(client: acme.Client, hostname: string, csr: Buffer, options: OrderOptions, placed: () => void): Promise<string> {
+  async function order(client: acme.Client, trace: Trace, hostname: string, csr: Buffer, options: OrderOptions, placed: () => void): Promise<string> {
     const created = await client.createOrder({ identifiers: [{ type: 'dns', value: hostname }], ...(options.replaces ? { replaces: options.replaces } : {}) } as Parameters<acme.Client['createOrder']>[0]);
     placed();
     options.onOrderPlaced?.(created.url);
@@ -211,14 +261,15 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
       }
       try {
         await client.completeChallenge(challenge);
-        await client.waitForValidStatus(challenge);
+        // the authorisation is what the CA settles (§7.5.1); its failed challenge says why
+        await settle(trace, 'HTTP-01 validation', async () => (await client.getAuthorizations({ ...created, authorizations: [authz.url] }))[0]);
         options.onChallengeValid?.();
       } finally {
         await challenges.remove(challenge.token).catch(() => undefined);
       }
     }
     const finalized = await client.finalizeOrder(created, csr);
-    return client.getCertificate(finalized);
+    return client.getCertificate(finalized.status === 'valid' ? finalized : await settle(trace, 'order', () => client.getOrder(finalized)));
   }
 
   async function issue(hostname: string, options: OrderOptions = {}): Promise<IssuedCertificate> {
@@ -243,7 +294,7 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     const client = await opened;
     const trace = newTrace();
     try {
-      return await traces.run(trace, () => order(client, hostname, csr, options, placed));
+      return await traces.run(trace, () => order(client, trace, hostname, csr, options, placed));
     } catch (err) {
       if (!(err instanceof IssueError) && err instanceof Error && err.message.startsWith('storing the HTTP-01')) throw err;
       const failure = classify(err, trace, `ordering a certificate for ${hostname}`);
@@ -251,6 +302,7 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
       // concurrent orders on the old client each see this: only the first drops it
       if (account === opened) account = null;
       if (!again) throw failure;
+      options.onRetry?.(failure);
       return orderWithAccount(hostname, csr, options, placed, false);
     } finally {
       trace.agent.destroy();
@@ -273,6 +325,12 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
   }
 
   return { issue, renewalInfo, orders: () => orderCount };
+}
+
+/** the last answer was a 4xx other than 429: the CA means it, asking again gets the same */
+function refusedForGood(trace: Trace): boolean {
+  const status = trace.status ?? 0;
+  return status >= 400 && status < 500 && status !== 429;
 }
 
 /** the CA does not know the account the order was signed with (RFC 8555 §6.7 accountDoesNotExist) */

@@ -80,6 +80,11 @@ export function createIssuerChain(options: ChainOptions) {
           onChallengeValid: () => {
             void record(domainEvent('challenge_served', `${issuer.name} fetched the HTTP-01 challenge from Portico and accepted it.`, from, now())).catch(() => undefined);
           },
+          onRetry: (error) => {
+            void record(domainEvent('order_failed', `${issuer.name} no longer knows Portico's ACME account (${error.message.replace(/[.!?]$/, '')}): registering it again and ordering once more.`, {
+              ...from, kind: error.kind, ...(error.problemType ? { problemType: error.problemType } : {}), retrying: true,
+            }, now())).catch(() => undefined);
+          },
         });
         return { kind: 'issued', issued, issuer };
       } catch (err) {
@@ -101,7 +106,11 @@ export function createIssuerChain(options: ChainOptions) {
     return { kind: 'failed', error: lastError ?? new IssueError('ca', 'no ACME issuer is configured') };
   }
 
-  return { issue };
+  return {
+    issue,
+    /** the issuers' directories, in order */
+    directories: options.issuers.map((issuer) => issuer.directory),
+  };
 }
 
 export type IssuerChain = ReturnType<typeof createIssuerChain>;

@@ -51,7 +51,9 @@ function hashJitter(hostname: string): number {
   return createHash('sha256').update(hostname).digest().readUInt32BE(0) / 2 ** 32;
 }
 
-// the certificate gauges need no fresher figures than this
+// the certificate gauges are read again this soon after a certificate is stored or removed (a burst
+// of changes, a queue draining, is one read), and at least this often (expiring moves the buckets)
+const SUMMARY_AFTER_CHANGE_MS = 1_000;
 const SUMMARY_EVERY_MS = 600_000;
 // the scheduler's job kinds: working through the order queue, one certificate's renewal, and the
 // next try of a failed first order
@@ -82,6 +84,8 @@ export function createCertificateManager(options: ManagerOptions) {
   let timer: NodeJS.Timeout | null = null;
   let stopped = false;
   let summarisedAt = -Infinity;
+  let summaryDue: NodeJS.Timeout | null = null;
+  let summarising: Promise<void> | null = null;
   // due times of this manager's jobs: on the shared scheduler once useScheduler() is called (one
   // instance runs each, they survive restarts), else timers in this process (the sweep catches up)
   let scheduler: Scheduler | null = null;
@@ -129,9 +133,46 @@ export function createCertificateManager(options: ManagerOptions) {
     local.set(id, { at, timer });
   }
 
+  /**
+   * The certificate gauges from the store: portico_certificates{expires_in} and the earliest expiry,
+   * which has no sample while no certificate is stored (a 0 would read as "expired in 1970" to an
+   * alert on `expiry - time()`). One read at a time; a change meanwhile is read by the next.
+   */
+  function summarise(): Promise<void> {
+    if (summarising) {
+      summariseSoon();
+      return summarising;
+    }
+    const read = (async () => {
+      const at = now();
+      const { earliest, ...buckets } = await certs.certificates.summary(at);
+      for (const [bucket, n] of Object.entries(buckets)) metrics.certificates.set({ expires_in: bucket }, n);
+      if (earliest === null) metrics.certificatesEarliestExpiry.remove();
+      else metrics.certificatesEarliestExpiry.set(earliest / 1000);
+      summarisedAt = at;
+    })().catch((err) => log.warn({ err: (err as Error).message }, 'could not read the certificate store for the certificate gauges')).finally(() => {
+      summarising = null;
+      running.delete(read);
+    });
+    summarising = read;
+    running.add(read);
+    return read;
+  }
+
+  /** a certificate was stored or removed (here, or on another instance: the domain's notice) */
+  function summariseSoon(): void {
+    if (stopped || summaryDue) return;
+    summaryDue = setTimeout(() => {
+      summaryDue = null;
+      void summarise();
+    }, SUMMARY_AFTER_CHANGE_MS);
+    summaryDue.unref();
+  }
+
   const ordering = createOrdering({
     stores, certs, chain: options.chain, queue: options.queue, log, metrics, now, waitMs,
     onIssued: (stored) => {
+      summariseSoon();
       const planned = renewals.plan(stored).catch((err) => log.warn({ hostname: stored.hostname, err: (err as Error).message }, 'could not plan the renewal'));
       running.add(planned);
       void planned.finally(() => running.delete(planned));
@@ -152,6 +193,8 @@ export function createCertificateManager(options: ManagerOptions) {
     // a domain changed (removed, re-verified, new certificate elsewhere): drop what this instance holds
     if (topic.startsWith('domain:')) cache.delete(topic.slice('domain:'.length));
     else if (topic === '*') cache.clear();
+    // which may be a certificate stored or removed by another instance
+    if (topic.startsWith('domain:') || topic === '*') summariseSoon();
   });
 
   function contextFor(stored: StoredCertificate) {
@@ -160,7 +203,7 @@ export function createCertificateManager(options: ManagerOptions) {
     return entry.context;
   }
 
-  const obtain = async (hostname: string, reason: 'verified' | 'handshake' | 'renewal' | 'retry'): Promise<StoredCertificate | null> =>
+  const obtain = async (hostname: string, reason: 'verified' | 'handshake' | 'renewal' | 'retry' | 'reverify'): Promise<StoredCertificate | null> =>
     (await ordering.obtain(hostname, reason)).certificate;
 
   return {
@@ -199,11 +242,15 @@ export function createCertificateManager(options: ManagerOptions) {
         log.info({ hostname: domain.hostname, reason }, 'no certificate order: the DNS check just run failed');
         return;
       }
+      // Re-verify: the backoff is reset and an attempt starts, which orders only when the certificate
+      // needs replacing (ordering.ts)
       const start = async () => {
         if (reason === 'reverify') await ordering.reset(domain.hostname);
-        await obtain(domain.hostname, reason === 'reverify' ? 'retry' : 'verified');
+        await obtain(domain.hostname, reason === 'reverify' ? 'reverify' : 'verified');
       };
-      start().catch((err) => log.warn({ hostname: domain.hostname, err: (err as Error).message }, 'could not start a certificate order'));
+      const started = start().catch((err) => log.warn({ hostname: domain.hostname, err: (err as Error).message }, 'could not start a certificate order'));
+      running.add(started);
+      void started.finally(() => running.delete(started));
     },
 
     /**
@@ -214,6 +261,7 @@ export function createCertificateManager(options: ManagerOptions) {
     async onRemoved(hostname: string): Promise<void> {
       cache.delete(hostname);
       await certs.certificates.remove(hostname).catch(() => undefined);
+      summariseSoon();
       await ordering.forget(hostname).catch((err) => log.warn({ hostname, err: (err as Error).message }, 'could not take a removed domain out of the order queue'));
       for (const kind of [RENEWAL_JOB, RETRY_JOB]) {
         const id = `${kind} ${hostname}`;
@@ -224,12 +272,14 @@ export function createCertificateManager(options: ManagerOptions) {
     },
 
     /**
-     * One maintenance pass: renew what is due, look at the queue, refresh metrics (a failed first
-     * order is tried again by its own cert-retry job).
+     * One maintenance pass: refresh the certificate gauges when they are due, renew what is due, look
+     * at the queue, refresh the limit gauges (a failed first order is tried again by its own cert-retry job).
      * The store hands over only certificates whose renewal window has opened (their index is kept
      * in that order), so a pass costs what is due, not what is stored.
      */
     async sweep(): Promise<void> {
+      // first, so the gauges have figures from the start
+      if (now() - summarisedAt >= SUMMARY_EVERY_MS || now() < summarisedAt) await summarise();
       let seen = 0;
       for (const { hostname, notBefore, notAfter } of await certs.certificates.due(now())) {
         // many due at once (a CA outage): let handshakes in between, every 500
@@ -243,12 +293,6 @@ export function createCertificateManager(options: ManagerOptions) {
       }
       await ordering.drainQueue();
       await options.refreshLimitMetrics?.().catch(() => undefined);
-      if (now() - summarisedAt >= SUMMARY_EVERY_MS || now() < summarisedAt) {
-        const { earliest, ...buckets } = await certs.certificates.summary(now());
-        for (const [bucket, n] of Object.entries(buckets)) metrics.certificates.set({ expires_in: bucket }, n);
-        if (earliest !== null) metrics.certificatesEarliestExpiry.set(earliest / 1000);
-        summarisedAt = now();
-      }
     },
 
     start(everyMs = 60_000): void {
@@ -266,6 +310,8 @@ export function createCertificateManager(options: ManagerOptions) {
     stop(): void {
       stopped = true;
       if (timer) clearInterval(timer);
+      if (summaryDue) clearTimeout(summaryDue);
+      summaryDue = null;
       for (const { timer: t } of local.values()) clearTimeout(t);
       local.clear();
     },

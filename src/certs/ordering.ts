@@ -22,7 +22,7 @@ export function backoffFor(failures: number): number {
   return BACKOFF_MS[Math.min(Math.max(failures, 1), BACKOFF_MS.length) - 1];
 }
 
-export type OrderReason = 'verified' | 'handshake' | 'renewal' | 'retry' | 'queue';
+export type OrderReason = 'verified' | 'handshake' | 'renewal' | 'retry' | 'queue' | 'reverify';
 
 export interface OrderResult {
   certificate: StoredCertificate | null;
@@ -90,6 +90,9 @@ export function createOrdering(options: OrderingOptions) {
   // an order's steps go on the timeline of the domain it was placed for, not on one added back under
   // the same name while it ran
   const record = (domain: Domain) => async (event: DomainEvent) => {
+    // an issuer's failure is told to the operator too, also when the order then goes on (the next
+    // issuer, or once more after registering the account again) and ends well
+    if (event.type === 'order_failed') log.warn({ hostname: domain.hostname, ...event.details, detail: event.message }, 'an issuer could not issue');
     if (sameDomain(domain, await stores.domains.get(domain.hostname))) await stores.domains.appendEvent(domain.hostname, event);
   };
 
@@ -127,17 +130,29 @@ export function createOrdering(options: OrderingOptions) {
     const existing = await certs.certificates.get(hostname);
     const valid = existing !== null && Date.parse(existing.notAfter) > now() ? existing : null;
     if (valid && (reason === 'verified' || reason === 'handshake')) return { certificate: valid };
+    // Re-verify starts an attempt that keeps a certificate needing no replacement: valid, not yet due
+    // for renewal, from an issuer still configured. Pressing it again must not order one certificate
+    // per press (CAs count duplicates: Let's Encrypt refuses a sixth for the same names in a week).
+    if (valid && reason === 'reverify' && !options.isDue(valid) && fromConfiguredIssuer(valid)) return { certificate: valid };
     // 2. no order while the domain's DNS points elsewhere, with or without a certificate: the CA's
     // validation would fail and count against its failed-validation limit (DESIGN §6)
     if (domain.health === 'misconfigured') return pause(domain, valid, reason);
     if (domain.certificate.renewalPausedAt) await setCertificateState(hostname, ({ certificate: { renewalPausedAt: _gone, ...rest } }) => rest);
+    // a failed order waits out its backoff: a first certificate (`failed`) and a renewal (`issued`,
+    // its certificate maybe expired since) alike. Only the retry and queue jobs go before it ends
+    // (the renewal job waits it out itself, renewal.ts); Re-verify has reset it.
     const next = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
-    if (reason !== 'retry' && reason !== 'queue' && domain.certificate.status === 'failed' && next > now()) return { certificate: null };
-    // 3. behind a CA limit the queue goes first, in verification order: nothing overtakes it
-    if (reason !== 'queue' && (domain.certificate.status === 'queued' || (await queue.size()) > 0)) {
-      if (domain.certificate.status !== 'queued') {
+    const backingOff = next > now() && (domain.certificate.status === 'failed' || domain.certificate.status === 'issued');
+    if (reason !== 'retry' && reason !== 'queue' && backingOff) return { certificate: valid };
+    // 3. behind an account-wide CA limit the queue goes first, in verification order: nothing
+    // overtakes it. A domain in line stays there; another joins the back only when it would take an
+    // order the queue is waiting for (what holds a queue back may be its domains' own limits, per
+    // registered domain or hostname: those hold nobody else back, and this order goes now)
+    const inLine = domain.certificate.status === 'queued' || domain.certificate.queuePosition !== undefined;
+    if (reason !== 'queue' && (inLine || (await behindQueue()))) {
+      if (!inLine) {
         await enqueue(domain, null, 'other domains are waiting for the CA limits before it');
-        // the queue may let it go at once (what holds the others back may be their own domain's limit)
+        // the queue's job looks at once: the budget may have refilled since it last did
         options.onQueueDue(now());
       } else if (reason !== 'handshake') {
         // shown as waiting: make sure it is in line (a handshake, possibly one of many, writes nothing)
@@ -155,6 +170,23 @@ export function createOrdering(options: OrderingOptions) {
       return order(domain, valid, reason);
     });
     return ordered ? ordered.result : { certificate: await waitForOther(hostname) };
+  }
+
+  /**
+   * Would an order now take what the queue waits for? Yes while the account-wide order budget (of the
+   * issuer that refills first) cannot cover everyone in line and this one too. Without an
+   * account-wide limit at some issuer, nobody in line waits for one.
+   */
+  async function behindQueue(): Promise<boolean> {
+    const waiting = await queue.size();
+    if (waiting === 0) return false;
+    const estimate = await options.queueEstimates().catch(() => null);
+    return estimate !== null && estimate(waiting + 1) > now();
+  }
+
+  /** issued by one of the configured issuers (a certificate stored before directories were kept counts as one) */
+  function fromConfiguredIssuer(stored: StoredCertificate): boolean {
+    return stored.directory === undefined || chain.directories.includes(stored.directory);
   }
 
   /**
@@ -342,9 +374,15 @@ export function createOrdering(options: OrderingOptions) {
       await queue.remove(hostname);
       await refreshUnlessDraining();
     },
-    /** the owner fixed something: forget the backoff and try at once */
+    /**
+     * The owner fixed something: forget the backoff and try at once. A domain in line keeps its
+     * place and its turn (queued shows queuePosition and nextAttemptAt): a CA limit is not a backoff.
+     */
     async reset(hostname: string): Promise<void> {
-      await setCertificateState(hostname, (d) => ({ ...d.certificate, nextAttemptAt: undefined, failures: 0 }));
+      await setCertificateState(hostname, (d) => {
+        const inLine = d.certificate.status === 'queued' || d.certificate.queuePosition !== undefined;
+        return { ...d.certificate, failures: 0, ...(inLine ? {} : { nextAttemptAt: undefined }) };
+      });
     },
   };
 }

@@ -38,7 +38,7 @@ async function serve(t: Test) {
   await stores.projects.create({ id: 'prj_1', accountId: 'acc_1', name: 'sni', upstream: 'http://127.0.0.1:9', createdAt: new Date().toISOString() });
   const routes = createRouteTable([], [], 'localhost');
   await loadRoutes(stores, routes);
-  const chain = { issue: () => Promise.reject(new Error('no order expected')) };
+  const chain = { issue: () => Promise.reject(new Error('no order expected')), directories: [] };
   const manager = createCertificateManager({ stores, certs, chain, queue: openFileOrderQueue(dataDir), routes, platformDomain: 'localhost', platform: null, log: createLogger('silent'), metrics: createMetrics(), cacheSize: 2 });
 
   // an echo server whose certificate comes from the manager, as the HTTPS listener's does
