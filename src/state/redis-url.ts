@@ -127,12 +127,17 @@ function parseAddress(text: string, defaultPort: number): RedisAddress | null {
  * The URL with user and password replaced, for logs and messages; every query value too (the
  * sentinels' credentials, and whatever a misspelt parameter carries: a parameter without `=` whole).
  * Everything up to the last `@` is hidden, also in text that is no URL at all (`redis//:pw@h`,
- * `:pw@h`): a password with an unencoded `@`, `/` or `#` ends only there. A `scheme://` is kept.
+ * `:pw@h`): a password with an unencoded `@`, `/` or `#` ends only there. When a `?` comes before that
+ * `@`, the `@` may be a query value's (`?sentinel_password=a@b`), and what follows it that value's
+ * tail: everything after the scheme is hidden. What follows a `#` after the last `@` is hidden whole
+ * (a `#` in a query value starts a fragment: `?sentinel_password=a#b`). A `scheme://` is kept.
  */
 export function redact(text: string): string {
   const at = text.lastIndexOf('@');
   const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(text)?.[0] ?? '';
+  if (at !== -1 && text.slice(scheme.length, at).includes('?')) return `${scheme}***`;
   return hidePorts(at === -1 ? text : `${scheme}***${text.slice(at)}`, at === -1 ? scheme.length : scheme.length + 4)
+    .replace(/#.*$/s, '#***')
     .replace(/([?&])([^=&#]*)(=?)[^&#]*/g, (_all, separator: string, key: string, eq: string) => (eq ? `${separator}${key}=***` : `${separator}***`));
 }
 

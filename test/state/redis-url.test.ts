@@ -71,7 +71,11 @@ t.test('redact hides user and password', async (t) => {
   t.equal(redact('redis+sentinel://app:pw@h:1,h:2/p'), 'redis+sentinel://***@h:1,h:2/p');
   t.equal(redact('redis://h:6379'), 'redis://h:6379');
   t.equal(redact('redis+sentinel://app:pw@h:1/p?sentinel_username=w&sentinel_password=s%2B1'), 'redis+sentinel://***@h:1/p?sentinel_username=***&sentinel_password=***');
-  t.equal(redact('redis+sentinel://h:1?sentinel_password=a@b'), 'redis+sentinel://***@b', 'an @ in the query: the password before it is still hidden');
+  t.equal(redact('redis+sentinel://h:1?sentinel_password=a@b'), 'redis+sentinel://***', 'an @ in the query: what follows it may be the password\'s tail');
+  t.equal(redact('rediss+sentinel://u:p%40s@h:1,h:2/portico?sentinel_password=sen@tinelTAIL'), 'rediss+sentinel://***', 'the same behind a user and password');
+  t.equal(redact('redis+sentinel://h:1/m?sentinel_password=Top#SECRETTAIL'), 'redis+sentinel://h:1/m?sentinel_password=***#***', 'a # in a query value: the fragment it starts is hidden');
+  t.equal(redact('redis://u:p@h:1/0#frag'), 'redis://***@h:1/0#***');
+  t.equal(redact('redis://u:pa?ss@h:1'), 'redis://***', 'a ? in the password: hidden whole');
   t.equal(redact('redis+sentinel://h:1/p?topsecret&sentinel_password=x'), 'redis+sentinel://h:1/p?***&sentinel_password=***', 'a parameter without = is hidden whole');
   t.equal(redact('redis://app:pw'), 'redis://app:***', 'user:password without its @: a port that is no number is hidden');
   t.equal(redact('redis+cluster://a:7000,[::1]:pw/'), 'redis+cluster://a:7000,[::1]:***/');
