@@ -3,7 +3,7 @@
 // proxy/forward-h2.ts) with the same routing, 421, HSTS, metrics and access line.
 import type { TLSSocket } from 'node:tls';
 import type { Http2ServerResponse, Http2Session, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Hsts } from '../state/types.ts';
 import type { ProxyContext } from '../proxy/project-proxy.ts';
@@ -100,11 +100,12 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
       const ms = performance.now() - started;
       // an answer cut short (the upstream failed mid-body, or the visitor left) never finishes: its
       // line says so, with the status the forwarder left on it (502/504 for an upstream failure); a
-      // visitor gone before any answer is 499. A reset HTTP/2 stream counts as finished (forward.ts), so
-      // its reset code says it was cut.
-      const status = res.headersSent ? res.statusCode : CLIENT_CLOSED;
+      // visitor gone before any answer went out is 499. A reset HTTP/2 stream counts as finished
+      // (forward.ts), so its reset code says it was cut.
+      const sent = res.headersSent && (res.writableFinished || !queued(req, res));
+      const status = sent ? res.statusCode : CLIENT_CLOSED;
       const rstCode = (res as Http2ServerResponse).stream?.rstCode;
-      const aborted = res.headersSent && res.writableFinished && !rstCode ? undefined : true;
+      const aborted = sent && res.writableFinished && !rstCode ? undefined : true;
       recordAnswer(routeLabel, req.method, status, ms / 1000);
       access?.({
         method: req.method,
@@ -257,6 +258,19 @@ export function createUpgradeHandler(deps: EdgeDeps): (req: IncomingMessage, soc
       aborted: aborted ? true : undefined,
     }));
   };
+}
+
+/**
+ * An unfinished HTTP/1.1 answer that never had the connection: answers go in request order (RFC 9112
+ * §9.3.2), so Node's server gives a pipelined request's answer no socket (res.socket null) while an
+ * earlier one is being written, and keeps what it writes (its head too: headersSent is true) in the
+ * answer's own buffer. assignSocket() hands the connection over, and that buffer to it, once the earlier
+ * answer finishes; a connection that closes first destroys the waiting answers with it, nothing of them
+ * sent. An answer that had the connection keeps res.socket until it finishes (Node detaches the socket
+ * only then); over HTTP/2 no answer waits for another.
+ */
+function queued(req: Request, res: Response): boolean {
+  return req.httpVersionMajor === 1 && (res as ServerResponse).socket === null;
 }
 
 /** The Host names another site than this connection's SNI (no SNI, or an IP literal SNI: Host decides). */

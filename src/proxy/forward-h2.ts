@@ -11,7 +11,8 @@
 // - what comes back: the upstream's fields minus hop-by-hop ones and those its Connection field
 //   names (HTTP/2 forbids them, RFC 9113 §8.2.2); Transfer-Encoding and the upstream's
 //   Content-Length never pass as they are: Portico writes content-length itself when the head says
-//   how long the body is; HSTS is Portico's unless the upstream sent its own;
+//   how long the body is (0 for a 205, whose body is dropped: RFC 9110 §15.3.6); HSTS is Portico's
+//   unless the upstream sent its own; a repeated field Node sends only once passes once (h2-fields.ts);
 // - a head the visitor would not take whole is refused as invalid_response (a 502 page), never sent:
 //   past the visitor's SETTINGS_MAX_HEADER_LIST_SIZE it would reset the stream, and past what nghttp2
 //   may send in one header block respond() fails with a frame error, on which Node closes the whole
@@ -24,6 +25,7 @@
 import http2, { type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { Readable } from 'node:stream';
 import { connectionTokens, isHopByHop } from './forward.ts';
+import { joinRepeated, SINGLE_VALUE } from './h2-fields.ts';
 import { UpstreamError, type Http1Client, type Sink, type UpstreamErrorKind } from './http1-client.ts';
 import { targetOf } from './project-proxy.ts';
 import { H2_SETTINGS } from '../edge/h2-limits.ts';
@@ -156,15 +158,29 @@ function respondHead(stream: ServerHttp2Stream, status: number, fields: string[]
   const named = connection === '' ? NO_TOKENS : connectionTokens(connection);
   let hsts = ctx.hsts;
   let dated = false;
+  // where in `out` each single-value field is (h2-fields.ts): one entry per name, a repeat is joined to it
+  let singles: number[] | undefined;
   for (let i = 0; i < fields.length; i += 2) {
     const name = fields[i];
     // the framing is Portico's: content-length from what is forwarded (below), never the upstream's
     if (name === 'content-length' || isHopByHop(name) || named.has(name)) continue;
     if (name === 'strict-transport-security') hsts = undefined;
     else if (name === 'date') dated = true;
+    if (SINGLE_VALUE.has(name)) {
+      const at = singles === undefined ? -1 : findField(out, singles, name);
+      if (at !== -1) {
+        out[at + 1] = joinRepeated(name, out[at + 1], fields[i + 1]);
+        continue;
+      }
+      (singles ??= []).push(out.length);
+    }
     out.push(name, fields[i + 1]);
   }
-  if (length !== -1) out.push('content-length', String(length));
+  // RFC 9110 §15.3.6: a 205 has no content, whatever the upstream framed (its body is read and
+  // dropped, as for 204 and 304); content-length 0 says so, and matches the END_STREAM below, where the
+  // upstream's length would make the message malformed (RFC 9113 §8.1.1)
+  if (status === 205) out.push('content-length', '0');
+  else if (length !== -1) out.push('content-length', String(length));
   if (hsts !== undefined) out.push('strict-transport-security', hsts);
   // thrown from onHead: the client answers the visitor a 502 page and counts an invalid_response
   if (!fitsPeer(stream, out, dated)) throw new UpstreamError('invalid_response', 'the upstream answer head is too large for the HTTP/2 visitor');
@@ -190,6 +206,12 @@ function fitsPeer(stream: ServerHttp2Stream, out: string[], dated: boolean): boo
   const announced = stream.session?.remoteSettings.maxHeaderListSize ?? UNANNOUNCED;
   const limit = announced === UNANNOUNCED ? H2_SETTINGS.maxHeaderListSize : announced;
   return octets + fields * FIELD_OVERHEAD <= limit && BLOCK_BOUND + octets + fields * BLOCK_FIELD_BOUND <= MAX_SEND_HEADER_BLOCK;
+}
+
+/** the index in `out` of the field `name`, among the single-value fields at `singles`; -1: none yet */
+function findField(out: string[], singles: number[], name: string): number {
+  for (const at of singles) if (out[at] === name) return at;
+  return -1;
 }
 
 /** A sink for an answer that has no body on the visitor's side. */

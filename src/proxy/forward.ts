@@ -7,6 +7,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError, sendError, type Response } from '../errors.ts';
 import type { Request } from '../api/body.ts';
 import { createHttp1Client, UpstreamError, type Http1Client, type Sink, type UpstreamErrorKind } from './http1-client.ts';
+import { joinRepeated, SINGLE_VALUE } from './h2-fields.ts';
 
 export type { UpstreamErrorKind };
 
@@ -89,14 +90,22 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
           upstreamFields = fields;
           res.statusCode = statusCode;
           const named = connection === '' ? NO_TOKENS : connectionTokens(connection);
+          const h2 = (res as { stream?: unknown }).stream !== undefined;
           for (let i = 0; i < fields.length; i += 2) {
             const name = fields[i];
             // the visitor's framing is Portico's: Content-Length from what is forwarded (below),
             // Transfer-Encoding (hop-by-hop) by Node's server for the visitor's protocol
             if (HOP_BY_HOP.has(name) || name === 'content-length' || named.has(name)) continue;
-            // a repeated field (Set-Cookie …) is appended; a first one replaces what Portico set (HSTS)
-            if (repeated(fields, i)) res.appendHeader(name, fields[i + 1]);
-            else res.setHeader(name, fields[i + 1]);
+            // a repeated field (Set-Cookie …) is appended, or over HTTP/2 joined when Node sends it once
+            // (h2-fields.ts); a first one replaces what Portico set (HSTS)
+            if (!repeated(fields, i)) res.setHeader(name, fields[i + 1]);
+            else if (h2 && SINGLE_VALUE.has(name)) res.setHeader(name, joinRepeated(name, res.getHeader(name) as string, fields[i + 1]));
+            else res.appendHeader(name, fields[i + 1]);
+          }
+          // a 205 has no content (RFC 9110 §15.3.6): its body is read and dropped, as over HTTP/2 (forward-h2.ts)
+          if (statusCode === 205) {
+            res.setHeader('content-length', 0);
+            return { write: () => true, end: () => res.end(), once: () => undefined };
           }
           if (length !== -1) res.setHeader('content-length', length);
           return res as unknown as Sink;
