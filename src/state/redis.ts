@@ -6,9 +6,10 @@
 // most 60 s. Acknowledged writes wait for replicas (`write`, DESIGN §8).
 // When Redis cannot be reached, reads fall back to the last data this instance saw (DESIGN §4,
 // `onRedisDown: local`); writes reject with code STATE_UNAVAILABLE.
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { connectRedis as connectTopology, type RedisConnectOptions, type RedisConnections } from './redis-connect.ts';
 import { parseRedisUrl } from './redis-url.ts';
+import { clusterStartError, listenToNodes } from './cluster-start-errors.ts';
 import { stateUnavailable, type Account, type ApiKey, type Category, type Environment, type Stores } from './types.ts';
 import { openRedisDomainStores } from './redis-domains.ts';
 import { openRedisSchedule } from './redis-schedule.ts';
@@ -181,6 +182,7 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     if (refused.refusal !== null) refused.endWait();
   };
   if (connections.mode !== 'sentinel') client.on('error', onConnectionRefusal);
+  const nodeErrors = connections.mode === 'cluster' ? listenToNodes(client) : null;
   await Promise.race([
     waitEnded,
     Promise.all([
@@ -190,6 +192,7 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     ]),
   ]);
   client.off('error', onConnectionRefusal);
+  nodeErrors?.stop();
   const giveUp = (err: Error): Error => {
     subscriber.disconnect();
     client.disconnect();
@@ -201,6 +204,11 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     if (missing.length > 0) throw stopForRights(missing);
   }
   if (refused.refusal !== null) throw stopForRights(refused.refusal);
+  if (client.status !== 'ready' && nodeErrors) {
+    // ioredis's "Failed to refresh slots cache." alone says less than the guess below
+    const told = await clusterStartError(client as unknown as Cluster, nodeErrors.errors);
+    health.connectionError = told ?? (health.connectionError?.name === 'ClusterAllFailedError' ? undefined : health.connectionError);
+  }
   // still connecting and nothing said why: a TLS handshake that never ends (rediss:// to a port that
   // speaks plain RESP waits for bytes that never come), or a server that accepts and stays silent
   if (client.status !== 'ready' && !health.connectionError) {
