@@ -7,7 +7,9 @@
 //
 // Rules it keeps:
 // - a connection is reused only after a complete exchange, with the request body fully sent, no bytes
-//   beyond the response, and no `Connection: close` (HTTP/1.0 needs `keep-alive`); anything else closes it;
+//   beyond the response (in its read, in a later read of the same turn, or held in the socket: a
+//   waiting request never has its request written before them), and no `Connection: close` (HTTP/1.0
+//   needs `keep-alive`); anything else closes it;
 // - an idle connection is not reused past the upstream's `Keep-Alive: timeout` hint minus a second
 //   (default 4 s; one never taken again closes after timeoutMs), so a request rarely meets a connection
 //   the upstream is closing; when it does (a reused connection closes before one byte of the answer)

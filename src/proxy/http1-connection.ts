@@ -8,6 +8,14 @@
 // first, or goes back into the socket when the first filled the visitor's side (back-pressure as
 // before). Bytes on an idle connection, end, error, close and timeouts never wait: what waits goes first.
 //
+// A finished connection is handed over (to a waiting request, or to the idle list) in one place,
+// #handOver, and only when every byte read so far belonged to the answer: nothing buffered, nothing
+// read after it. An answer completed inside a read (the turn's second read made the first be handled)
+// may be followed by more reads in the same turn, which the upstream sent before it could have seen
+// another request: the hand-over waits for the end of the turn's reads, and a read meanwhile closes the
+// connection (the waiting request then gets a new one). Handed over at once, those bytes were parsed
+// as the next visitor's answer.
+//
 // Two clocks while an exchange is open: the socket's inactivity timer (timeoutMs without a byte, for
 // the whole answer), and the head's deadline: the final answer's head, after any 1xx answers, must be
 // complete within timeoutMs of the request going up, or of the answer's first byte if that came
@@ -72,6 +80,8 @@ export class Connection {
   #parkedAt = 0;
   /** a read waiting for the end of its turn */
   #deferred: Buffer | null = null;
+  /** a read is being handled within the read itself: more of the turn's reads may follow */
+  #inRead = false;
 
   constructor(socket: net.Socket, origin: Origin, options: ClientOptions, idleMs: number, hooks: PoolHooks) {
     this.socket = socket;
@@ -101,21 +111,27 @@ export class Connection {
   }
 
   #onRead(chunk: Buffer): void {
+    if (this.#deferred === null && this.#call !== undefined) {
+      this.#deferred = chunk;
+      afterReads(this.#afterReads);
+      return;
+    }
+    this.#inRead = true;
     if (this.#deferred !== null) {
       this.#takeDeferred();
       // the first read filled the visitor's side: this one waits in the paused socket until it drains,
       // as it would have had the first been handled at once
       if (this.#paused && !this.#gone) {
         this.socket.unshift(chunk);
+        this.#inRead = false;
         return;
       }
-    } else if (this.#call !== undefined) {
-      this.#deferred = chunk;
-      afterReads(() => this.#takeDeferred());
-      return;
     }
     this.#onData(chunk);
+    this.#inRead = false;
   }
+
+  readonly #afterReads = (): void => this.#takeDeferred();
 
   #takeDeferred(): void {
     const chunk = this.#deferred;
@@ -358,9 +374,22 @@ export class Connection {
     // the answer is read: a sink still full (its visitor may have left, and 'drain' never come) no
     // longer holds the connection, which must read again (its close, the next answer)
     this.#resume();
-    const reusable = this.#keepAlive && !this.#gone;
     this.reused = true;
     call.finish();
-    this.#hooks.release(this, reusable);
+    // inside a read, the turn's next reads are still to come (see the top of the file)
+    if (this.#keepAlive && this.#inRead) afterReads(this.#handOver);
+    else this.#handOver();
   }
+
+  /**
+   * The only hand-over of a finished connection. Reusable when the answer allows it and every byte read
+   * so far was the answer's: a read after it closed the connection already (#onData without a call);
+   * one still waiting, or bytes back in the socket's buffer (#resume lets them flow only on the next
+   * tick), would otherwise become the next exchange's answer. The socket must still carry a request.
+   */
+  readonly #handOver = (): void => {
+    const socket = this.socket;
+    const reusable = this.#keepAlive && !this.#gone && this.#deferred === null && socket.readableLength === 0 && !socket.readableEnded && socket.writable;
+    this.#hooks.release(this, reusable);
+  };
 }

@@ -14,7 +14,11 @@
 //   split).
 // Stricter than llhttp, on purpose: a Transfer-Encoding other than `chunked` alone and last (llhttp
 // reads such a body to the close and leaves its coding on it, which a visitor could not undo once the
-// field is dropped), another HTTP version (llhttp takes 0.9 and 2.0), and a status below 100.
+// field is dropped), another HTTP version or protocol (llhttp takes HTTP/0.9, HTTP/2.0, RTSP/1.0 and
+// ICY), a status below 100, and empty lines before the status line (llhttp skips them; here they are
+// bytes beyond the previous answer, or an upstream that is not speaking HTTP/1.1).
+// A head still arriving is refused as soon as its bytes cannot become a valid one (checkPartialHead):
+// a bare CR or LF, or a start no status line has, as llhttp refuses them before the head is complete.
 // Everything refused is an UpstreamError 'invalid_response': the visitor gets a 502.
 import type { Framing } from './http1-body.ts';
 import { UpstreamError } from './upstream-error.ts';
@@ -45,6 +49,12 @@ export interface AnswerHead {
 // One pass over all the field lines, so the per-line work below only splits.
 const FIELD_LINES = /^(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*(?:\r\n|$))*$/;
 const STATUS_LINE = /^HTTP\/1\.[01] [1-9]\d\d(?: [^\r\n]*)?$/;
+// What STATUS_LINE asks of a status line's first 13 bytes: `HTTP/1.0` or `HTTP/1.1`, SP, a digit 1–9,
+// two digits, then SP (a reason phrase follows) or the CR of the line's end. Past them only the
+// reason phrase, `[^\r\n]*`, which the bare CR/LF checks cover: a head whose first 13 bytes pass here
+// has a valid status line once its CRLF comes, and one that does not pass never will.
+const STATUS_START = Buffer.from('HTTP/1.');
+const STATUS_START_LENGTH = 13;
 const DIGITS = /^\d{1,15}$/;
 
 /** `headOnly`: the answer to a HEAD request, which has no body whatever its fields say */
@@ -104,9 +114,11 @@ export function parseAnswerHead(head: string, headOnly: boolean): AnswerHead {
 
 /**
  * A head still arriving (bytes from `from` not yet checked) that can already be refused: a bare LF or CR ends no line here, so waiting for
- * the CRLF CRLF that ends a head would hold the visitor until the upstream timeout for nothing.
+ * the CRLF CRLF that ends a head would hold the visitor until the upstream timeout for nothing. So does a
+ * start no status line has (`SSH-2.0-…`, `hello`, `HTTP/1.1 OK 200`): llhttp refuses those at once too.
  */
 export function checkPartialHead(data: Buffer, from: number): void {
+  if (from < STATUS_START_LENGTH) checkStatusStart(data, from);
   let at = data.indexOf(10, from);
   while (at !== -1) {
     if (at === 0 || data[at - 1] !== 13) throw invalid('the upstream ended a line with a bare LF');
@@ -116,6 +128,22 @@ export function checkPartialHead(data: Buffer, from: number): void {
   while (at !== -1 && at < data.length - 1) {
     if (data[at + 1] !== 10) throw invalid('the upstream sent a bare CR');
     at = data.indexOf(13, at + 1);
+  }
+}
+
+/** the status line's start, bytes [from, 13) of it (those before `from` passed already) */
+function checkStatusStart(data: Buffer, from: number): void {
+  const end = Math.min(data.length, STATUS_START_LENGTH);
+  for (let i = from; i < end; i++) {
+    const c = data[i];
+    let ok: boolean;
+    if (i < 7) ok = c === STATUS_START[i];
+    else if (i === 7) ok = c === 48 || c === 49;
+    else if (i === 8) ok = c === 32;
+    else if (i === 9) ok = c >= 49 && c <= 57;
+    else if (i < 12) ok = c >= 48 && c <= 57;
+    else ok = c === 32 || c === 13;
+    if (!ok) throw invalid('the upstream sent a malformed status line');
   }
 }
 
