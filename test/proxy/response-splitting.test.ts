@@ -34,8 +34,8 @@ const HOSTILE: Record<string, string> = {
 const HONEST = 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nfine!';
 
 // the upstream: answers each request by its path and keeps the connection open (as a hostile one
-// would); its upstream timeout is long on purpose: a refusal must not wait for it
-const bed = await rawUpstreamBed(t, 'splitting', (path, socket) => socket.write(HOSTILE[path] ?? HONEST, 'latin1'), { PORTICO_UPSTREAM_TIMEOUT_MS: '20000' });
+// would); the upstream timeout is the default 30 s: a refusal must not wait for it
+const bed = await rawUpstreamBed(t, 'splitting', (path, socket) => socket.write(HOSTILE[path] ?? HONEST, 'latin1'));
 const { portico, identity } = bed;
 const { ports, ca } = portico;
 const HOSTNAME = bed.hostname;
