@@ -63,7 +63,8 @@ export function createConnectHandler(deps: EdgeDeps): ConnectHandler {
       });
     });
     const protocol = headers[':protocol'];
-    if (protocol === undefined) return refuse(stream, 405);
+    // Allow is required on a 405 (RFC 9110 §15.5.6); empty, as over HTTP/1.1 (listeners.ts)
+    if (protocol === undefined) return refuse(stream, 405, { allow: '' });
     if (String(protocol).toLowerCase() !== 'websocket') return refuse(stream, 501);
     if (checkAuthority(headers) !== null) return refuse(stream, 400);
     if (!socket) return;
@@ -86,9 +87,9 @@ function labelOf(route: Route): RouteLabel {
   return route.kind;
 }
 
-function refuse(stream: ServerHttp2Stream, status: number): void {
+function refuse(stream: ServerHttp2Stream, status: number, fields: Record<string, string> = {}): void {
   if (stream.destroyed || stream.headersSent) return;
-  stream.respond({ ':status': status, 'content-length': 0 }, { endStream: true });
+  stream.respond({ ':status': status, 'content-length': 0, ...fields }, { endStream: true });
 }
 
 const ignore = () => undefined;

@@ -229,7 +229,9 @@ t.test('one access line and one count per extended CONNECT, with its final statu
   // refusals, by Portico or by the upstream, and a visitor that leaves before the answer
   t.equal(await websocket(session, '/ws/refuse/upstream').status, 403, 'the upstream refuses → 403');
   t.equal(await websocket(session, '/ws/chat', { ':protocol': 'chat' }).status, 501, 'another :protocol → 501');
-  t.equal(await request(session, { ':method': 'CONNECT', ':authority': `${HOSTNAME}:443` }).status, 405, 'a plain CONNECT → 405');
+  const plainConnect = request(session, { ':method': 'CONNECT', ':authority': `${HOSTNAME}:443` });
+  t.equal(await plainConnect.status, 405, 'a plain CONNECT → 405');
+  t.equal((await plainConnect.head).allow, '', 'with Allow (empty: no method serves a host:port target), as over HTTP/1.1');
   t.equal(await websocket(session, '/ws/misdirected', { ':authority': 'nobody.localhost' }).status, 421, 'another name than the SNI → 421');
   t.equal(await websocket(session, '/ws/two-sites', { host: 'other.localhost' }).status, 400, 'a Host field naming another site → 400');
   const apiSession = h2('api.localhost');
