@@ -3,6 +3,7 @@
 // other than 101 are skipped, a HEAD answer has no body, the first complete answer is the verdict
 // (bytes after it are the next answer's problem), and the end of the input is the upstream's close.
 import { createRequire } from 'node:module';
+import { UpstreamError, type Http1Client, type Sink } from '../../src/proxy/http1-client.ts';
 
 export type Verdict =
   | { accepted: true; status: number; headers: string[]; body: string }
@@ -174,5 +175,38 @@ export function llhttpRequests(data: Buffer): { requests: Read[]; rest: boolean 
     return { requests, rest: result instanceof Error || end instanceof Error || current !== null };
   } finally {
     parser.close();
+  }
+}
+
+/** What Portico's own HTTP/1.1 client makes of the answer to `method target` from `origin`, as a Verdict beside llhttp's. */
+export async function porticoVerdict(client: Http1Client, origin: string, method: string, target: string): Promise<Verdict> {
+  let status = 0;
+  let headers: string[] = [];
+  const body: Buffer[] = [];
+  const sink: Sink = {
+    write: (chunk) => {
+      body.push(Buffer.from(chunk));
+      return true;
+    },
+    end: (chunk) => {
+      if (chunk) body.push(Buffer.from(chunk));
+    },
+    once: () => undefined,
+  };
+  const call = client.request(origin, {
+    head: `${method} ${target} HTTP/1.1\r\n`,
+    method,
+    body: null,
+    onHead(code, fields) {
+      status = code;
+      headers = fields;
+      return sink;
+    },
+  });
+  try {
+    await call.done;
+    return { accepted: true, status, headers, body: Buffer.concat(body).toString('latin1') };
+  } catch (err) {
+    return { accepted: false, why: err instanceof UpstreamError ? err.kind : String(err) };
   }
 }

@@ -7,8 +7,8 @@ import t from 'tap';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { setImmediate as tick } from 'node:timers/promises';
-import { createHttp1Client, UpstreamError, type Sink } from '../../src/proxy/http1-client.ts';
-import { llhttpVerdict, type Verdict } from '../helpers/llhttp-reference.ts';
+import { createHttp1Client } from '../../src/proxy/http1-client.ts';
+import { llhttpVerdict, porticoVerdict } from '../helpers/llhttp-reference.ts';
 import { generate, random, type Generated } from '../helpers/upstream-answers.ts';
 
 const SEED = Number(process.env.PORTICO_DIFF_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -69,7 +69,7 @@ t.test(`Portico's client and llhttp agree on ${COUNT} generated answers (seed ${
     const g = generate(rand);
     const reference = llhttpVerdict(parts(g), g.method);
     server.queue(g);
-    const ours = await porticoVerdict(client, server.origin, g.method);
+    const ours = await porticoVerdict(client, server.origin, g.method, '/');
     const same = JSON.stringify(ours) === JSON.stringify(reference) || (!ours.accepted && !reference.accepted);
     if (same) tally[ours.accepted ? 'accepted' : 'refused']++;
     else if (!ours.accepted && reference.accepted && g.stricter !== null) tally.stricter++;
@@ -81,35 +81,3 @@ t.test(`Portico's client and llhttp agree on ${COUNT} generated answers (seed ${
   // the generator must reach both verdicts often, or the comparison says little
   t.ok(tally.accepted > COUNT / 10 && tally.refused > COUNT / 10, `both verdicts are common (${JSON.stringify(tally)})`);
 });
-
-async function porticoVerdict(client: ReturnType<typeof createHttp1Client>, origin: string, method: string): Promise<Verdict> {
-  let status = 0;
-  let headers: string[] = [];
-  const body: Buffer[] = [];
-  const sink: Sink = {
-    write: (chunk) => {
-      body.push(Buffer.from(chunk));
-      return true;
-    },
-    end: (chunk) => {
-      if (chunk) body.push(Buffer.from(chunk));
-    },
-    once: () => undefined,
-  };
-  const call = client.request(origin, {
-    head: `${method} / HTTP/1.1\r\n`,
-    method,
-    body: null,
-    onHead(code, fields) {
-      status = code;
-      headers = fields;
-      return sink;
-    },
-  });
-  try {
-    await call.done;
-    return { accepted: true, status, headers, body: Buffer.concat(body).toString('latin1') };
-  } catch (err) {
-    return { accepted: false, why: err instanceof UpstreamError ? err.kind : String(err) };
-  }
-}

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createHttp1Client, UpstreamError, type Sink } from '../../src/proxy/http1-client.ts';
 import { admin, request } from '../helpers/client.ts';
-import { llhttpVerdict, type Verdict } from '../helpers/llhttp-reference.ts';
+import { llhttpVerdict, porticoVerdict } from '../helpers/llhttp-reference.ts';
 import { random } from '../helpers/upstream-answers.ts';
 import { rawUpstreamBed } from '../helpers/raw-upstream.ts';
 import { tempDir } from '../helpers/portico.ts';
@@ -275,7 +275,7 @@ t.test(`the client and llhttp agree on ${COUNT} generated status lines, held ope
   const mismatches: string[] = [];
   const tally = { refusedAlike: 0, waitAlike: 0, acceptedAlike: 0, refusedWholeAlike: 0, earlier: 0, stricter: 0 };
   const heldOutcomes = held.map((_c, i) => outcome(client, origin, `/held/${i}`));
-  const wholeVerdicts = whole.map((_c, i) => porticoVerdict(client, origin, `/whole/${i}`));
+  const wholeVerdicts = whole.map((_c, i) => porticoVerdict(client, origin, 'GET', `/whole/${i}`));
   for (const [i, c] of held.entries()) {
     const { kind } = await heldOutcomes[i];
     const ours = kind === 'invalid_response' ? 'refused' : kind === 'timeout' ? 'waits' : `kind ${kind || 'none'}`;
@@ -299,35 +299,3 @@ t.test(`the client and llhttp agree on ${COUNT} generated status lines, held ope
   // both verdicts must be common on both sides, or the comparison says little
   for (const [name, n] of Object.entries(tally)) if (name !== 'stricter' && name !== 'earlier') t.ok(n > COUNT / 20, `${name} is common (${n})`);
 });
-
-async function porticoVerdict(client: ReturnType<typeof createHttp1Client>, origin: string, path: string): Promise<Verdict> {
-  let status = 0;
-  let headers: string[] = [];
-  const body: Buffer[] = [];
-  const sink: Sink = {
-    write: (chunk) => {
-      body.push(Buffer.from(chunk));
-      return true;
-    },
-    end: (chunk) => {
-      if (chunk) body.push(Buffer.from(chunk));
-    },
-    once: () => undefined,
-  };
-  const call = client.request(origin, {
-    head: `GET ${path} HTTP/1.1\r\n`,
-    method: 'GET',
-    body: null,
-    onHead(code, fields) {
-      status = code;
-      headers = fields;
-      return sink;
-    },
-  });
-  try {
-    await call.done;
-    return { accepted: true, status, headers, body: Buffer.concat(body).toString('latin1') };
-  } catch (err) {
-    return { accepted: false, why: err instanceof UpstreamError ? err.kind : String(err) };
-  }
-}
