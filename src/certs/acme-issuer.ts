@@ -3,7 +3,7 @@
 // locks, de-duplication, limits, backoff are the caller's); it places the order and says, as an
 // IssueError kind, why one failed. The order's steps are acme-client's auto() spelt out (RFC 8555
 // §7.4), so the order can carry `replaces` (RFC 9773 §5), the caller hears when it was placed, and a
-// CA that refuses a poll ends the wait at once (settle()).
+// CA that refuses a poll ends the wait at once (acme-poll.ts).
 //
 // acme-client throws plain Errors carrying only the problem's `detail`, so the problem `type`
 // (RFC 8555 §6.7) and Retry-After are read off the responses themselves: the client's axios
@@ -16,6 +16,7 @@ import tls from 'node:tls';
 import * as acme from 'acme-client';
 import { IssueError, PROBLEM, problemKind } from './issue-error.ts';
 import { certId, fetchRenewalInfo, renewalInfoUrl, retryAfterSeconds, type RenewalInfo } from './ari.ts';
+import { settle, type LookTrace } from './acme-poll.ts';
 
 // the stores this needs are in types.ts: challenges must be visible to every instance the CA may reach
 import type { AccountKeyStore, ChallengeStore as StoredChallenges } from './types.ts';
@@ -76,11 +77,6 @@ export interface AcmeIssuer {
 
 // one ACME request; without it axios waits forever on a CA that accepted the connection
 const REQUEST_TIMEOUT_MS = 30_000;
-// polling an authorisation or order: acme-client's own bounds (10 looks, the wait doubling up to 30 s)
-const POLL_LOOKS = 10;
-const POLL_MAX_WAIT_MS = 30_000;
-// what the CA is still working on (RFC 8555 §7.1.6); `ready` is an order finalize has not moved yet
-const UNSETTLED = new Set(['pending', 'processing', 'ready']);
 
 interface Problem {
   type: string;
@@ -89,12 +85,9 @@ interface Problem {
 }
 
 /** What one issue() call saw on the wire. */
-interface Trace {
+interface Trace extends LookTrace {
   agent: https.Agent;
   problem?: Problem;
-  transportError?: Error;
-  /** the HTTP status of the last answer */
-  status?: number;
 }
 
 export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
@@ -208,40 +201,6 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     return client;
   }
 
-  /**
-   * Polls an authorisation or an order (POST-as-GET, RFC 8555 §7.5.1) until the CA settles it, within
-   * acme-client's bounds (waitForValidStatus: 10 looks, the wait doubling from backoffMin to 30 s,
-   * about 90 s in all), but an error answer does not always cost another look:
-   * - a 4xx problem other than 429 ends the wait at once: the CA no longer knows the account or the
-   *   order (as after a restart of a CA that keeps them in memory) or refuses the request, and asking
-   *   again gets the same answer. The caller's next step (registering again and ordering once more,
-   *   the next issuer, the backoff) then starts at once instead of after ~90 s;
-   * - a 5xx, a 429 or a failed connection may pass by itself (a CA restarting, overloaded): it costs
-   *   one look, like an answer that is still pending.
-   */
-  async function settle<T extends { status: string }>(trace: Trace, what: string, look: () => Promise<T>): Promise<T> {
-    let wait = backoffMin;
-    for (let looks = 1; ; looks += 1) {
-      // what classify() reads is the last look's
-      delete trace.problem;
-      delete trace.transportError;
-      delete trace.status;
-      let item: T | undefined;
-      let failure: unknown = null;
-      try {
-        item = await look();
-      } catch (err) {
-        failure = err;
-        if (refusedForGood(trace)) throw err;
-      }
-      if (item?.status === 'valid') return item;
-      if (item !== undefined && !UNSETTLED.has(item.status)) throw new Error(`the CA found the ${what} ${item.status}`);
-      if (looks === POLL_LOOKS) throw failure ?? new Error(`the CA had not finished the ${what} after ${POLL_LOOKS} looks`);
-      await new Promise((r) => setTimeout(r, wait));
-      wait = Math.min(wait * 2, POLL_MAX_WAIT_MS);
-    }
-  }
-
   // RFC 8555 §7.4: new order → authorisations → HTTP-01 answered (the client's own pre-check is
   // skipped: it would resolve the name with the system resolver, which need not be the CA's) →
   // finalize → certificate
@@ -262,14 +221,14 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
       try {
         await client.completeChallenge(challenge);
         // the authorisation is what the CA settles (§7.5.1); its failed challenge says why
-        await settle(trace, 'HTTP-01 validation', async () => (await client.getAuthorizations({ ...created, authorizations: [authz.url] }))[0]);
+        await settle(trace, 'HTTP-01 validation', backoffMin, async () => (await client.getAuthorizations({ ...created, authorizations: [authz.url] }))[0]);
         options.onChallengeValid?.();
       } finally {
         await challenges.remove(challenge.token).catch(() => undefined);
       }
     }
     const finalized = await client.finalizeOrder(created, csr);
-    return client.getCertificate(finalized.status === 'valid' ? finalized : await settle(trace, 'order', () => client.getOrder(finalized)));
+    return client.getCertificate(finalized.status === 'valid' ? finalized : await settle(trace, 'order', backoffMin, () => client.getOrder(finalized)));
   }
 
   async function issue(hostname: string, options: OrderOptions = {}): Promise<IssuedCertificate> {
@@ -325,12 +284,6 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
   }
 
   return { issue, renewalInfo, orders: () => orderCount };
-}
-
-/** the last answer was a 4xx other than 429: the CA means it, asking again gets the same */
-function refusedForGood(trace: Trace): boolean {
-  const status = trace.status ?? 0;
-  return status >= 400 && status < 500 && status !== 429;
 }
 
 /** the CA does not know the account the order was signed with (RFC 8555 §6.7 accountDoesNotExist) */
