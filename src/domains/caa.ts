@@ -34,8 +34,12 @@ const EXPLAINED_RECORDS = 3;
 export async function checkCaa(hostname: string, identities: readonly string[], resolver: Resolver, options: CaaOptions = {}): Promise<Diagnostic[]> {
   const suffix = publicSuffixList().getPublicSuffix(hostname, { allowPrivateDomains: false }) ?? '';
   for (let name = hostname; name !== suffix && name.includes('.'); name = name.slice(name.indexOf('.') + 1)) {
-    const answer = await query('CAA', name, () => resolver.resolveCaa(name));
-    if ('error' in answer) return [answer.error];
+    let unreadable = false;
+    const answer = await query('CAA', name, () => resolver.resolveCaa(name).catch((err: unknown) => {
+      unreadable = (err as { code?: unknown }).code === 'EBADRESP';
+      throw err;
+    }));
+    if ('error' in answer) return [unreadable ? caaUnreadable(hostname, name, identities) : answer.error];
     if ('absent' in answer) continue;
     const verdict = judge(answer.ok.map(property), identities, options.accountUris);
     if (verdict.allowed) return [];
@@ -209,6 +213,22 @@ function caaBlocks({ hostname, name, owner, records, verdict, identities, option
     code: 'caa_blocks_ca',
     message: [`The CAA records at ${where} do not allow our certificate authority to issue a certificate (${listed(shown, Infinity)}).`, ...verdict.notes.slice(0, EXPLAINED_RECORDS), advice].join(' '),
     found: shownList(shown, Infinity),
+    expected: needed,
+  };
+}
+
+/**
+ * The CAA answer at `name` could not be parsed (EBADRESP). Node's resolver (c-ares) refuses a CAA
+ * property with an empty value, `0 issue ""` (RFC 8659 §4.2: no CA may issue, like `issue ";"`), so
+ * this is what such a record looks like from here; asking again in a few minutes, as for other DNS
+ * failures, would not change it. Still `dns_error`: the records themselves could not be read.
+ */
+function caaUnreadable(hostname: string, name: string, identities: readonly string[]): Diagnostic {
+  const needed = `0 issue "${identities[0] ?? ''}"`;
+  const where = name === hostname ? hostname : `${name} (a parent of ${hostname}, so they apply to it)`;
+  return {
+    code: 'dns_error',
+    message: `The CAA records at ${where} could not be read: the DNS answer for them is malformed (EBADRESP). A CAA record with an empty value, ${name} CAA 0 issue "", is answered this way; it allows no certificate authority. Replace it with ${name} CAA ${needed} (or remove it); otherwise look at the CAA records of ${name} with your DNS provider (dig CAA ${name}).`,
     expected: needed,
   };
 }

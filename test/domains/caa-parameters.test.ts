@@ -4,7 +4,9 @@
 // - caa-accounturi: `issue "letsencrypt.org; accounturi=…"` for an account that is not known to be
 //   Portico's verified the domain too;
 // - caa-found-elsewhere: the advice named the hostname (and asked for a CAA record there) when the
-//   CAA set that applied lives where the hostname's CNAME leads.
+//   CAA set that applied lives where the hostname's CNAME leads;
+// - caa-empty-value: `0 issue ""` (no CA may issue), an answer Node's resolver cannot parse, was
+//   reported as a DNS failure that is "usually temporary".
 import t from 'tap';
 import { checkCaa, systemResolver, verifyDomain, type Resolver, type VerifyInput } from '../../src/domains/verifier.ts';
 import { startChalltestsrv, type Challtestsrv } from '../helpers/challtestsrv.ts';
@@ -138,4 +140,18 @@ t.test('caa-found-elsewhere: a parent that is an alias is named with where it le
   const result = await verify({ hostname: 'shop.team.alias-parent.test' });
   t.strictSame(codes(result), ['caa_blocks_ca']);
   t.match(result.diagnostics[0].message, /at zone\.hosted-elsewhere\.test, where the CNAME of team\.alias-parent\.test \(a parent of shop\.team\.alias-parent\.test\) leads/);
+});
+
+t.test('caa-empty-value: `0 issue ""`, which the resolver cannot parse, is explained, not called temporary', async (t) => {
+  const hostname = await zone('empty-issue.test', ['']);
+  const result = await verify({ hostname });
+  t.strictSame(codes(result), ['dns_error']);
+  t.match(result, { verified: false });
+  const { message, expected } = result.diagnostics[0];
+  t.equal(expected, '0 issue "letsencrypt.org"');
+  t.match(message, /The CAA records at empty-issue\.test \(a parent of shop\.empty-issue\.test, so they apply to it\) could not be read/);
+  t.match(message, /empty-issue\.test CAA 0 issue "", is answered this way; it allows no certificate authority\. Replace it with empty-issue\.test CAA 0 issue "letsencrypt\.org"/);
+  t.notMatch(message, /usually temporary/);
+  // the certificate side refuses on the same answer
+  t.strictSame((await checkCaa(hostname, ['letsencrypt.org'], resolver)).map((d) => d.code), ['dns_error']);
 });
