@@ -37,10 +37,18 @@ export function printable(value: string): string {
   return value.replace(UNPRINTABLE, (c) => SHORT[c] ?? (c.charCodeAt(0) <= 0xff ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`));
 }
 
-/** printable(value), cut after `max` characters saying how long it was */
+/** printable(value), cut after `max` characters saying how long it was; never inside an escape */
 export function shortened(value: string, max: number): string {
   const shown = printable(value);
-  return shown.length <= max ? shown : `${shown.slice(0, max)}… (${value.length} characters)`;
+  if (shown.length <= max) return shown;
+  // the cut falls between two characters of `value`: the escapes that start before `max` are kept whole
+  let cut = 0;
+  for (const c of value) {
+    const width = printable(c).length;
+    if (cut + width > max) break;
+    cut += width;
+  }
+  return `${shown.slice(0, cut)}… (${value.length} characters)`;
 }
 
 /**
