@@ -9,6 +9,9 @@
 // timed-out call on a slow Redis open a whole second limit (1208–1658 × 200 of 3000 calls at once on a
 // 1000/min key). The calls that were on their way to Redis when it failed are counted in both; what is
 // allowed here is not added to Redis when it is back (the script is the only writer of its counts).
+// A primary that knows calls now go elsewhere (RedisLimiter on Sentinel: a failover announced) says so
+// through `onReroute`: the breaker's wait was for the server left behind, so Redis is tried at once. In a
+// planned switchover the limiter answered locally for up to a second after +switch-master (its next probe).
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
 
 /** the background probe's own counters (`portico:rl:{portico:probe}`), never refused */
@@ -39,6 +42,11 @@ export interface FailoverOptions {
 
 export type RedisDownError = Error & { code: 'REDIS_DOWN' };
 
+/** a primary that tells when calls go to another server, or may work again, without a failure seen */
+interface Rerouting {
+  onReroute?(listener: () => void): void;
+}
+
 export class FailoverLimiter implements RateLimiter {
   #primary: RateLimiter;
   #local: RateLimiter;
@@ -52,6 +60,8 @@ export class FailoverLimiter implements RateLimiter {
   #probing = false;
   #probeTimer: NodeJS.Timeout | null = null;
   #closed = false;
+  /** how many times the primary was rerouted: a call made before the last one failed on a server left behind */
+  #reroutes = 0;
   // subject → Redis's last decision for it (`local` mode only), in two generations (KNOWN_MAX)
   #known = new Map<string, Decision>();
   #knownBefore = new Map<string, Decision>();
@@ -63,6 +73,7 @@ export class FailoverLimiter implements RateLimiter {
     this.#local = local;
     this.#opts = opts;
     this.#breakerMs = opts.breakerMs ?? 1000;
+    (primary as RateLimiter & Rerouting).onReroute?.(() => this.#rerouted());
   }
 
   get redisUp(): boolean {
@@ -76,6 +87,7 @@ export class FailoverLimiter implements RateLimiter {
     if (this.#opts.redisStalled?.()) return this.#withoutRedis(subject, limit, ban, nowMs, undefined);
     const probe = this.#openUntil !== 0;
     if (probe) this.#probing = true;
+    const reroutes = this.#reroutes;
     try {
       const decision = await this.#primary.consume(subject, limit, ban, nowMs);
       if (probe) this.#close();
@@ -83,7 +95,7 @@ export class FailoverLimiter implements RateLimiter {
       if (this.#opts.mode === 'local') this.#remember(subject, decision);
       return decision;
     } catch (err) {
-      this.#trip(err);
+      this.#trip(err, reroutes);
       return this.#withoutRedis(subject, limit, ban, nowMs, err);
     } finally {
       if (probe) this.#probing = false;
@@ -96,16 +108,34 @@ export class FailoverLimiter implements RateLimiter {
     await Promise.all([this.#primary.close(), this.#local.close()]);
   }
 
-  #trip(err: unknown): void {
-    this.#openUntil = performance.now() + this.#breakerMs;
+  /** `reroutes`: this.#reroutes when the failed call was made */
+  #trip(err: unknown, reroutes: number): void {
     this.#opts.onCommandError?.(err);
+    // made before a reroute, it failed on the server left behind: that says nothing of the new one, which
+    // is tried at once (and a breaker a call since has closed stays closed)
+    const stale = reroutes !== this.#reroutes;
+    if (stale && this.#openUntil === 0) return;
+    const waitMs = stale ? 0 : this.#breakerMs;
+    this.#openUntil = performance.now() + waitMs;
     if (this.#up) {
       this.#up = false;
       this.#opts.onRedisState?.(false);
     }
     if (this.#opts.probeInBackground && !this.#closed) {
       if (this.#probeTimer) clearTimeout(this.#probeTimer);
-      this.#probeTimer = setTimeout(() => void this.#probe(), this.#breakerMs).unref();
+      this.#probeTimer = setTimeout(() => void this.#probe(), waitMs).unref();
+    }
+  }
+
+  /** the primary now calls another server (a failover announced), or Redis may answer again: the breaker's wait is over */
+  #rerouted(): void {
+    this.#reroutes++;
+    if (this.#openUntil === 0 || this.#closed) return;
+    this.#openUntil = performance.now();
+    if (this.#opts.probeInBackground) {
+      if (this.#probeTimer) clearTimeout(this.#probeTimer);
+      this.#probeTimer = null;
+      void this.#probe();
     }
   }
 
@@ -114,11 +144,12 @@ export class FailoverLimiter implements RateLimiter {
     this.#probeTimer = null;
     if (this.#openUntil === 0 || this.#probing || this.#closed) return;
     this.#probing = true;
+    const reroutes = this.#reroutes;
     try {
       await this.#primary.consume(PROBE_SUBJECT, PROBE_LIMIT, PROBE_BAN);
       if (!this.#closed) this.#close();
     } catch (err) {
-      if (!this.#closed) this.#trip(err);
+      if (!this.#closed) this.#trip(err, reroutes);
     } finally {
       this.#probing = false;
     }

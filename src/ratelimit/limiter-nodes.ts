@@ -8,8 +8,12 @@
 //   there once, after ASKING (Redis Cluster spec, "ASK redirection");
 // - `-TRYAGAIN`: a multi-key call during a migration; tried again after a short pause;
 // - `-READONLY`, `-LOADING`, `-CLUSTERDOWN` or a lost connection: a failover is under way; ioredis is
-//   asked to look again, and the call fails (the failover limiter answers it from this instance) unless
-//   ioredis already names another primary.
+//   asked to look again (after `-READONLY` on Sentinel its connection is made again, which asks the
+//   sentinels, as ioredis does after a READONLY of its own), and the call fails (the failover limiter
+//   answers it from this instance) unless another primary is named already.
+// On Sentinel the primary the sentinels announce (+switch-master, sentinel-switch.ts) is used at once,
+// for as long as the state connections use only it (ANNOUNCED_MS), not once ioredis's own connection is
+// ready there (0.1–0.2 s later in a planned switchover).
 // A call keeps its first deadline through every retry, so none waits past the command timeout.
 import { LimiterConnection } from './limiter-connection.ts';
 import type { LimiterConnectionOptions } from './limiter-socket.ts';
@@ -21,6 +25,8 @@ export interface LimiterTopology {
   /** every primary there is now (empty while there is none) */
   primaries(): string[];
   refreshTopology(): void;
+  /** `address` answered -READONLY: it is a replica now (Sentinel: ioredis is made to ask the sentinels) */
+  demoted?(address: string): void;
 }
 
 const RETRIES = 3;
@@ -34,6 +40,9 @@ export class LimiterNodes {
   /** "host:port" → its connection */
   readonly #connections = new Map<string, LimiterConnection>();
   readonly #timer: NodeJS.Timeout;
+  /** the primary the sentinels announced ("host:port"), used for every slot until `#announcedUntil` */
+  #announced: string | null = null;
+  #announcedUntil = 0;
   #closed = false;
 
   constructor(topology: LimiterTopology, options: LimiterConnectionOptions, script: string) {
@@ -51,6 +60,15 @@ export class LimiterNodes {
     if (!connection) return Promise.reject(connectionError('Redis has no known primary for this call (a failover is under way)'));
     const deadline = performance.now() + (this.#options.commandTimeoutMs ?? Infinity);
     return connection.run(args, argCount).catch((err: unknown) => this.#recover(err, connection, slot, args, argCount, deadline, RETRIES));
+  }
+
+  /**
+   * The sentinels announced `address` as the primary, to be used for `forMs` whatever ioredis names;
+   * null: a failover has begun, and ioredis's view (no primary until the next announcement) is used again.
+   */
+  announce(address: string | null, forMs: number): void {
+    this.#announced = address;
+    this.#announcedUntil = performance.now() + forMs;
   }
 
   close(): void {
@@ -76,26 +94,43 @@ export class LimiterNodes {
         await new Promise((resolve) => setTimeout(resolve, TRYAGAIN_PAUSE_MS));
         next = this.#connectionFor(slot);
       } else if (kind === 'READONLY' || kind === 'LOADING' || kind === 'CLUSTERDOWN') {
+        const address = this.#keyOf(failed);
         this.#drop(failed);
+        if (kind === 'READONLY' && address !== '') {
+          if (address === this.#announced) this.#announced = null;
+          this.#topology.demoted?.(address);
+        }
         this.#topology.refreshTopology();
-        throw err;
+        const node = this.#nodeFor(slot);
+        if (!node || node === address) throw err;
+        next = this.#connectionAt(node);
       } else throw err;
     } else if ((err as { code?: string }).code === 'REDIS_CONNECTION') {
       const address = this.#keyOf(failed);
       this.#drop(failed);
       this.#topology.refreshTopology();
       // the same dead node: nothing to retry on until the topology moves
-      const node = this.#topology.primaryFor(slot);
+      const node = this.#nodeFor(slot);
       if (!node || node === address) throw err;
-      next = this.#connectionFor(slot);
+      next = this.#connectionAt(node);
     } else throw err;
     if (!next || performance.now() >= deadline) throw err;
     const connection = next;
     return connection.retry(args, argCount, deadline, asking).catch((again: unknown) => this.#recover(again, connection, slot, args, argCount, deadline, left - 1));
   }
 
+  /** the announced primary while it is in force */
+  #announcedNow(): string | null {
+    if (this.#announced !== null && performance.now() >= this.#announcedUntil) this.#announced = null;
+    return this.#announced;
+  }
+
+  #nodeFor(slot: number): string | null {
+    return this.#announcedNow() ?? this.#topology.primaryFor(slot);
+  }
+
   #connectionFor(slot: number): LimiterConnection | null {
-    const node = this.#topology.primaryFor(slot);
+    const node = this.#nodeFor(slot);
     return node ? this.#connectionAt(node) : null;
   }
 
@@ -123,7 +158,8 @@ export class LimiterNodes {
   }
 
   #prune(): void {
-    const primaries = this.#topology.primaries();
+    const announced = this.#announcedNow();
+    const primaries = announced !== null ? [announced] : this.#topology.primaries();
     // no primary known (a failover): keep what there is until one is
     if (primaries.length === 0) return;
     for (const [address, connection] of this.#connections) {

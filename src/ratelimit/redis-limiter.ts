@@ -7,6 +7,7 @@ import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
 import { LIMITER_SCRIPT } from './limiter-script.ts';
 import { keySlot } from '../state/redis-slot.ts';
 import type { RedisConnections } from '../state/redis-connect.ts';
+import { ANNOUNCED_MS, PRIMARY_ANNOUNCED } from '../state/sentinel-switch.ts';
 import { LimiterConnection } from './limiter-connection.ts';
 import { LimiterNodes } from './limiter-nodes.ts';
 import { bulk, type Reply } from './resp.ts';
@@ -41,6 +42,7 @@ export class RedisLimiter implements RateLimiter {
   // subject → the RESP of numkeys and its key, and its slot: the same few subjects call again and again
   #keys = new Map<string, { text: string; slot: number }>();
   #limitArgs = new WeakMap<Limit, LimitArgs>();
+  #onReroute: Array<() => void> = [];
 
   // The client belongs to the caller (it is shared with the stores), so close() leaves it open. The
   // limiter makes its own connections (see limiter-connection.ts for why): with a plain client, to the
@@ -66,6 +68,38 @@ export class RedisLimiter implements RateLimiter {
         const connection = new LimiterConnection({ ...connectionOptions, host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) }, LIMITER_SCRIPT);
         this.#run = (_slot, args, argCount) => connection.run(args, argCount);
         this.#close = () => connection.close();
+      } else if (redis.mode === 'sentinel') {
+        const { client } = redis;
+        const nodes = new LimiterNodes({
+          primaryFor: (slot) => redis.primaryFor(slot),
+          primaries: () => redis.primaries(),
+          refreshTopology: () => redis.refreshTopology(),
+          // ioredis's connection still on that server: made again, it asks the sentinels for the primary
+          demoted: (address) => {
+            if (redis.primaryFor(0) === address) client.disconnect(true);
+          },
+        }, connectionOptions, LIMITER_SCRIPT);
+        // The sentinels announced a failover (sentinel-switch.ts): at +switch-master the calls go to the
+        // announced primary at once, as the state connections do, and a caller waiting out a breaker
+        // (FailoverLimiter) tries again at once; so it does when ioredis is connected again (after a lost
+        // connection, a -READONLY): the server it names may answer now.
+        let announced: string | null = null;
+        const onAnnounced = (primary: string | null) => {
+          nodes.announce(primary, ANNOUNCED_MS);
+          // every sentinel announces it: tried again at the first
+          const moved = primary !== null && primary !== announced;
+          announced = primary;
+          if (moved) this.#rerouted();
+        };
+        const onReady = () => this.#rerouted();
+        client.on(PRIMARY_ANNOUNCED, onAnnounced);
+        client.on('ready', onReady);
+        this.#run = (slot, args, argCount) => nodes.run(slot, args, argCount);
+        this.#close = () => {
+          client.off(PRIMARY_ANNOUNCED, onAnnounced);
+          client.off('ready', onReady);
+          nodes.close();
+        };
       } else {
         const nodes = new LimiterNodes(redis, connectionOptions, LIMITER_SCRIPT);
         this.#run = (slot, args, argCount) => nodes.run(slot, args, argCount);
@@ -93,6 +127,18 @@ export class RedisLimiter implements RateLimiter {
     this.#run = (_slot, args, argCount) => connection.run(args, argCount);
     this.#close = () => connection.close();
     client.once('end', () => connection.close());
+  }
+
+  /**
+   * `listener` runs whenever calls go to another server than before, or may work again at once, without
+   * a failure having been seen: a failover the sentinels announced, ioredis connected again (Sentinel).
+   */
+  onReroute(listener: () => void): void {
+    this.#onReroute.push(listener);
+  }
+
+  #rerouted(): void {
+    for (const listener of this.#onReroute) listener();
   }
 
   async consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number): Promise<Decision> {

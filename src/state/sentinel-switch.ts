@@ -52,6 +52,12 @@ export const FENCE_MS = 15_000;
 export const REDISCOVER_MS = 10_000;
 /** how long the start waits for every sentinel to be listened to (redis.ts), and the start's line with it */
 export const SENTINELS_WAIT_MS = 2_000;
+/**
+ * Emitted on every followed client with the announced primary ("host:port") at +switch-master, and with
+ * null at +selected-slave (a failover has begun): the limiter's own connections (redis-limiter.ts) go
+ * there at once instead of waiting for the client to be ready on it.
+ */
+export const PRIMARY_ANNOUNCED = 'portico:primary-announced';
 
 type Target = Pick<RedisTarget, 'addresses' | 'name' | 'tls' | 'sentinelUsername' | 'sentinelPassword'>;
 /** what ioredis's `Connector` option takes */
@@ -120,6 +126,7 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
     withAddresses(newest, (found) => {
       for (const client of clients) if (peerIs(client, found, primary.port) === false) client.disconnect(true);
     });
+    for (const client of clients) client.emit(PRIMARY_ANNOUNCED, `${primary.host}:${primary.port}`);
   };
   const onSelected = (old: RedisAddress) => {
     tell('info', 'Sentinel failover under way: the primary being replaced is not used (writes answer 503 until the new one is announced)', { primary: `${old.host}:${old.port}` });
@@ -130,6 +137,7 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
     withAddresses(fence, (found) => {
       for (const client of clients) if (peerIs(client, found, old.port) === true) client.disconnect(true);
     });
+    for (const client of clients) client.emit(PRIMARY_ANNOUNCED, null);
   };
 
   // every sentinel's events: the URL names some (or one name in front of all), the others are asked
