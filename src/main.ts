@@ -141,8 +141,9 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   // 2. secrets on first start: the admin token and the fallback certificate
   const adminToken = config.admin.token ?? loadOrCreateToken(config.dataDir, log);
   if (config.redis.url && !config.admin.token) log.warn('PORTICO_ADMIN_TOKEN is not set: each instance on this Redis has its own token; set one token for all');
-  const fallback = await ensureFallbackCertificate(config.certsDir, [...config.api.hosts, ...config.api.stagingHosts]);
-  log.info({ certFile: fallback.certFile, keyFile: fallback.keyFile }, fallback.created ? 'created the fallback certificate for localhost, *.localhost' : 'fallback certificate');
+  const apiHosts = [...config.api.hosts, ...config.api.stagingHosts];
+  const fallback = await ensureFallbackCertificate(config.certsDir, apiHosts);
+  log.info({ certFile: fallback.certFile, keyFile: fallback.keyFile }, fallback.created ? `created the fallback certificate for ${[...new Set(['localhost', '*.localhost', ...apiHosts])].join(', ')}` : 'fallback certificate');
 
   // 3. routing and certificates (kept across reloads)
   const routes = createRouteTable(config.api.hosts, config.api.stagingHosts, config.platform.domain);
