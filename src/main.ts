@@ -119,7 +119,9 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
       limiterUp: () => failover.redisUp,
       onChange: (up) => {
         metrics.redisUp.set(up ? 1 : 0);
-        log.warn({ redis: up ? 'up' : 'down' }, up ? 'Redis is back; shared limits in force again' : config.ratelimit.onRedisDown === 'local' ? 'Redis unreachable; limits are enforced by this instance alone' : 'Redis unreachable; /v1 answers 503 until it is back (ratelimit.onRedisDown: closed)');
+        // down: why, when the connection said so (a command that timed out on a live connection says nothing)
+        const why = up ? {} : { connection: connections.client.status, ...(connections.health.connectionError ? { err: connections.health.connectionError.message } : {}) };
+        log.warn({ redis: up ? 'up' : 'down', ...why }, up ? 'Redis is back; shared limits in force again' : config.ratelimit.onRedisDown === 'local' ? 'Redis unreachable; limits are enforced by this instance alone' : 'Redis unreachable; /v1 answers 503 until it is back (ratelimit.onRedisDown: closed)');
       },
     });
     metrics.redisUp.set(watch.up ? 1 : 0);

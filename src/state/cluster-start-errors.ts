@@ -1,7 +1,8 @@
 // Why a Redis Cluster could not be connected to at the start (redis.ts's openRedisStores), told in the
-// words one server's connection uses, naming the nodes, never credentials.
+// words one server's connection uses (with its hints, redis-errors.ts), naming the nodes, never credentials.
 import { Redis, type Cluster } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { withUrlHint } from './redis-errors.ts';
 
 /** how long the start's own connection to a Cluster node, to learn why it fails, may take */
 const PROBE_MS = 1_000;
@@ -38,8 +39,9 @@ export async function clusterStartError(cluster: Cluster, errors: Map<string, Er
   if (said.length === 0) return null;
   // the nodes by what each said; a certificate naming other hosts than the one connected to: the names it holds
   const byReason = new Map<string, { nodes: string[]; names?: string }>();
+  const { tls, password } = cluster.options.redisOptions ?? {};
   for (const [node, err] of said) {
-    const reason = err.message.trimEnd();
+    const reason = withUrlHint(err, { mode: 'cluster', tls: tls !== undefined, password }, false).message.trimEnd();
     const { code, cert } = err as { code?: unknown; cert?: { subjectaltname?: string } };
     byReason.set(reason, { nodes: [...(byReason.get(reason)?.nodes ?? []), node], names: (code === 'ERR_TLS_CERT_ALTNAME_INVALID' ? cert?.subjectaltname : undefined) ?? byReason.get(reason)?.names });
   }

@@ -12,7 +12,7 @@
 import { Cluster, Command, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { keySlot } from './redis-slot.ts';
 import type { RedisMode, RedisTarget } from './redis-url.ts';
-import { errorKind, type RedisErrorKind } from './redis-errors.ts';
+import { errorKind, withUrlHint, type RedisErrorKind } from './redis-errors.ts';
 import { followSwitches, type TopologyEvents } from './sentinel-switch.ts';
 import { replicaAcknowledgement } from './redis-replicas.ts';
 
@@ -154,8 +154,18 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     follower.follow([client, subscriber]);
     client.once('end', () => follower.close());
   }
-  // errors are reported through health(), metrics and request outcomes; without a listener ioredis logs them
-  client.on('error', (err: Error) => void (health.connectionError = follower ? follower.explain(withSentinelHint(err, target)) : err));
+  // errors are reported through health(), metrics and request outcomes; without a listener ioredis logs them.
+  // A Cluster's nodes tell theirs through cluster-start-errors.ts.
+  let answered = false;
+  client.on('ready', () => {
+    answered = true;
+    // what failed before is not why a later command fails
+    health.connectionError = undefined;
+  });
+  client.on('error', (err: Error) => {
+    const told = target.mode === 'cluster' ? err : withUrlHint(err, target, answered);
+    health.connectionError = follower ? follower.explain(withSentinelHint(told, target)) : told;
+  });
   subscriber.on('error', () => undefined);
 
   const cluster = target.mode === 'cluster' ? (client as unknown as Cluster) : null;

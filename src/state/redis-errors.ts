@@ -1,5 +1,7 @@
 // What went wrong with a Redis command, for `portico_redis_command_errors_total{kind}`: the kinds an
-// operator acts on differently (a dead node, a slow one, a failover or reshard in progress).
+// operator acts on differently (a dead node, a slow one, a failover or reshard in progress). And what
+// to change in PORTICO_REDIS_URL or the environment when a connection fails in a way that says so.
+import type { RedisTarget } from './redis-url.ts';
 
 export type RedisErrorKind = 'timeout' | 'connection' | 'moved' | 'ask' | 'readonly' | 'loading' | 'tryagain' | 'clusterdown' | 'reply';
 
@@ -20,4 +22,43 @@ export function errorKind(err: unknown): RedisErrorKind {
   if (first === 'CLUSTERDOWN') return 'clusterdown';
   if (e?.name === 'ReplyError' || /^[A-Z]+ /.test(message)) return 'reply';
   return 'connection';
+}
+
+/** Node's advice for a certificate it cannot verify: the system's CA store, wrong for the private CA a Redis most often has */
+const SYSTEM_CA_ADVICE = /; if the root CA is installed locally, try running Node\.js with\s+--use-system-ca$/;
+/** a certificate chain that ends at no CA Node trusts (not a wrong name, not an expired one) */
+const UNTRUSTED = new Set(['DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'CERT_UNTRUSTED']);
+
+/** what of PORTICO_REDIS_URL a hint needs; the password only to know whether there is one */
+export type UrlShape = Pick<RedisTarget, 'mode' | 'tls' | 'password'>;
+
+/**
+ * A connection's error with what to change, in the form of the sentinels' hints (redis-connect.ts):
+ * Redis's or Node's words, then "(why: what to do)". `answered`: the server has answered on this
+ * connection before (a reset then says nothing about TLS). The hint names no credential; Node's
+ * --use-system-ca advice is dropped (a private CA goes in NODE_EXTRA_CA_CERTS, README *Configuration*).
+ */
+export function withUrlHint(err: Error, url: UrlShape, answered: boolean): Error {
+  const hint = urlHint(err, url, answered);
+  if (hint === null) return err;
+  return Object.assign(new Error(`${err.message.replace(SYSTEM_CA_ADVICE, '')} (${hint})`, { cause: err }), { code: (err as { code?: unknown }).code });
+}
+
+function urlHint(err: Error, url: UrlShape, answered: boolean): string | null {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && UNTRUSTED.has(code)) return `the ${url.mode === 'cluster' ? "nodes'" : "server's"} certificate is not trusted: give Portico the CA that signed it with NODE_EXTRA_CA_CERTS=<ca file>`;
+  // a TLS-only port takes the plain HELLO for a broken handshake and resets the connection
+  if (code === 'ECONNRESET' && !url.tls && !answered) return `the server reset the connection without answering: it seems to expect TLS, ${scheme({ ...url, tls: true })}://…`;
+  if (err.message.startsWith('NOAUTH') && !url.password) return `the server requires a password: PORTICO_REDIS_URL needs the user and password, ${withCredentials(url)}`;
+  return null;
+}
+
+function scheme({ mode, tls }: UrlShape): string {
+  return `redis${tls ? 's' : ''}${mode === 'standalone' ? '' : `+${mode}`}`;
+}
+
+/** PORTICO_REDIS_URL's form for this topology with user and password (README "Redis topologies") */
+function withCredentials(url: UrlShape): string {
+  const where = url.mode === 'sentinel' ? 'host:port/<primary name>' : url.mode === 'cluster' ? 'host:port,…' : 'host:port';
+  return `${scheme(url)}://user:password@${where}`;
 }

@@ -282,6 +282,8 @@ t.test('closed: with Redis killed every /v1 call answers 503 with Retry-After, /
   t.ok(ready.ms < MAX_MS);
   const told = await until('the outage is logged', async () => portico.logs.filter((line) => line.includes('Redis unreachable')), (lines) => lines.length > 0);
   t.match(told[0], '/v1 answers 503 until it is back', 'the log line says what this mode does (it said "serving from this instance")');
+  // it said only {"redis":"down"}: now the connection's state, and its error once it has one
+  t.match(JSON.parse(told[0]), { redis: 'down', connection: String }, `the line says what the connection is doing: ${told[0]}`);
 
   // Recovery without a restart. A load balancer sends no traffic to an instance whose /readyz is
   // 503, so readiness has to come back with Redis by itself, before any /v1 call probes it.
