@@ -7,7 +7,7 @@
 // keyPrefix), so all of them live in one slot. Every script and MULTI the stores run therefore works
 // unchanged, and listings (the domain index, the renewal schedule, the project list) are one key or one
 // hash: none needs a scan over every primary. State is small and changes rarely; what takes every
-// request, the rate-limit counters, is one hash per account (`portico:rl:{<subject>}`) and is
+// request, the rate-limit counters, is one hash per account and environment (`portico:rl:{<subject>}`) and is
 // spread over every primary. One server and Sentinel keep the unprefixed names, so existing data stays.
 import { Cluster, Command, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { keySlot } from './redis-slot.ts';

@@ -9,6 +9,7 @@
 //   one), which cannot help with a CA no system store holds; it now names NODE_EXTRA_CA_CERTS=<ca file>
 //   (README *Configuration*), and that makes the next start work.
 // A wrong password (WRONGPASS) and a refused connection (ECONNREFUSED) already said why: pinned here.
+// NOAUTH and WRONGPASS stopped the start only after its whole 5 s wait for Redis: they stop it at once.
 // The password never appears in what a start prints.
 import t, { type Test } from 'tap';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -29,6 +30,8 @@ interface Refusal {
   code: number | null;
   stderr: string;
   stdout: string;
+  /** from spawn to exit */
+  ms: number;
 }
 
 /** a start with `url` that must fail: its exit code and its output */
@@ -36,10 +39,11 @@ async function refusedStart(url: string, extra: Record<string, string> = {}): Pr
   const env = baseEnv({ PORTICO_REDIS_URL: url, ...extra });
   // the process's own NODE_EXTRA_CA_CERTS (if any) holds none of this file's certificates
   const full = { ...process.env, NODE_EXTRA_CA_CERTS: process.env.NODE_EXTRA_CA_CERTS ?? '', ...env };
+  const started = performance.now();
   return run(process.execPath, [CLI, 'serve', '--workers', '1'], { env: full, timeout: 30_000 })
     .then(
-      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-      (err: { code?: number; killed?: boolean; stdout: string; stderr: string }) => ({ code: err.killed ? null : (err.code ?? null), stdout: err.stdout, stderr: err.stderr }),
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr, ms: performance.now() - started }),
+      (err: { code?: number; killed?: boolean; stdout: string; stderr: string }) => ({ code: err.killed ? null : (err.code ?? null), stdout: err.stdout, stderr: err.stderr, ms: performance.now() - started }),
     )
     .finally(() => cleanup(env.PORTICO_DATA_DIR, env.PORTICO_CERTS_DIR));
 }
@@ -68,13 +72,17 @@ t.test('a server with a password, a URL without one: the line says the URL needs
   await run('redis-cli', ['-p', String(redis.port), 'CONFIG', 'SET', 'requirepass', PASSWORD]);
 
   t.test('NOAUTH', async (t) => {
-    const line = reason(t, await refusedStart(`redis://127.0.0.1:${redis.port}`));
+    const refusal = await refusedStart(`redis://127.0.0.1:${redis.port}`);
+    const line = reason(t, refusal);
+    t.ok(refusal.ms < 5000, `stopped without waiting out the 5 s wait for Redis (${refusal.ms.toFixed(0)} ms, process start included)`);
     t.match(line, /^portico: state backend unavailable: NOAUTH /, "Redis's words first");
     t.ok(line.endsWith(' (the server requires a password: PORTICO_REDIS_URL needs the user and password, redis://user:password@host:port); the start stops'), `what to change (${line})`);
   });
 
   t.test('WRONGPASS: Redis says it, and no hint to add a password that is there', async (t) => {
-    const line = reason(t, await refusedStart(`redis://default:${encodeURIComponent('not-' + PASSWORD)}@127.0.0.1:${redis.port}`));
+    const refusal = await refusedStart(`redis://default:${encodeURIComponent('not-' + PASSWORD)}@127.0.0.1:${redis.port}`);
+    const line = reason(t, refusal);
+    t.ok(refusal.ms < 5000, `stopped without waiting out the 5 s wait for Redis (${refusal.ms.toFixed(0)} ms, process start included)`);
     t.equal(line, 'portico: state backend unavailable: WRONGPASS invalid username-password pair or user is disabled.; the start stops');
   });
 });
