@@ -26,6 +26,21 @@ export function cliTimeoutMs(env: NodeJS.ProcessEnv = process.env): number {
   return text ? parseInteger('PORTICO_CLI_TIMEOUT_MS', text, { min: 1, max: 3_600_000 }) : DEFAULT_TIMEOUT_MS;
 }
 
+/**
+ * The port visitors use (PORTICO_PUBLIC_HTTPS_PORT, as Portico's own redirects name it; unset: 443).
+ * The admin API does not tell it, so it is read here, like the admin address, from the variable
+ * Portico reads; read before a command sends anything, so a bad value changes nothing.
+ */
+export function publicHttpsPort(env: NodeJS.ProcessEnv = process.env): number {
+  const text = env.PORTICO_PUBLIC_HTTPS_PORT?.trim();
+  return text ? parseInteger('PORTICO_PUBLIC_HTTPS_PORT', text, { min: 1, max: 65_535 }) : 443;
+}
+
+/** https://hostname, with `:port` unless it is 443, the scheme's default */
+export function httpsUrl(hostname: string, port: number): string {
+  return `https://${hostname}${port === 443 ? '' : `:${port}`}`;
+}
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function adminRequest(method: string, path: string, body?: Record<string, unknown>): Promise<any> {
   const { url, token, tokenFile } = cliSettings();

@@ -4,7 +4,7 @@
 // modules load through import() in `serve`, so admin commands start without them.
 import './compile-cache.ts';
 import { parseArgs } from 'node:util';
-import { adminRequest, AdminError } from './admin-client.ts';
+import { adminRequest, AdminError, httpsUrl, publicHttpsPort } from './admin-client.ts';
 import { DOMAIN_COMMANDS } from './domain-commands.ts';
 import { checkOptions, json, UsageError, type Command, type Option, type Values } from './options.ts';
 
@@ -73,8 +73,9 @@ const COMMANDS: Record<string, Command> = {
     options: { account: { type: 'string', help: 'the owning account', required: true }, name: { type: 'string', help: 'a DNS label', required: true }, upstream: { type: 'string', help: 'http(s) URL of the deploy' }, json },
     positionals: [],
     run: async (v) => {
+      const port = publicHttpsPort();
       const project = await adminRequest('POST', '/admin/projects', { accountId: v.account, name: v.name, upstream: v.upstream });
-      print(v, project, `project ${project.id} "${project.name}" → ${project.upstream ?? '(no deploy yet)'}\nserved at https://${project.defaultDomain}`);
+      print(v, project, `project ${project.id} "${project.name}" → ${project.upstream ?? '(no deploy yet)'}\nserved at ${httpsUrl(project.defaultDomain, port)}`);
     },
   },
   'domains add': {
@@ -119,8 +120,9 @@ const COMMANDS: Record<string, Command> = {
     options: { from: { type: 'string', help: 'a domain of this project', required: true }, to: { type: 'string', help: 'the hostname to send visitors to', required: true }, status: { type: 'string', help: '301 (default), 302, 307 or 308', integer: [301, 302, 307, 308] }, json },
     positionals: ['PROJECT_ID'],
     run: async (v, [project]) => {
+      const port = publicHttpsPort();
       const redirect = await adminRequest('POST', `/admin/projects/${encodeURIComponent(project)}/redirects`, { from: v.from, to: v.to, status: v.status });
-      print(v, redirect, `${redirect.from} → https://${redirect.to} (${redirect.status})`);
+      print(v, redirect, `${redirect.from} → ${httpsUrl(redirect.to, port)} (${redirect.status})`);
     },
   },
 };

@@ -6,6 +6,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { ConfigError, loadConfig, type Config } from '../config.ts';
+import { pino } from 'pino';
 import { createLogger, type Logger } from '../log.ts';
 import { loadOrCreateToken } from '../admin/token.ts';
 import { ensureFallbackCertificate } from '../certs/fallback.ts';
@@ -20,6 +21,10 @@ const RELOAD_REQUEST = 'portico:reload-request';
 const RELOAD_RESPONSE = 'portico:reload-response';
 const RELOAD_ORDER = 'portico:reload';
 const RELOAD_RESULT = 'portico:reload-result';
+// a worker tells the primary that it serves (every listener bound), or why it could not start: the
+// primary says it once for all workers, which fail alike (the same ports, the same Redis)
+const STARTED = 'portico:started';
+const START_FAILED = 'portico:start-failed';
 /** how long the primary waits for a worker's answer to a reload (one stuck worker must not hold the request forever) */
 const RELOAD_WAIT_MS = 15_000;
 
@@ -28,6 +33,14 @@ interface ReloadMessage {
   id?: number;
   /** RELOAD_RESULT, RELOAD_RESPONSE: null when applied */
   problems?: string[] | null;
+}
+
+interface StartFailure {
+  type?: string;
+  /** the one line for stderr, without "portico: " */
+  reason: string;
+  /** the error as the log writes it (pino's serializer: message with its causes, stack) */
+  err: object;
 }
 
 export async function runServer(requestedWorkers: number | undefined): Promise<void> {
@@ -63,12 +76,19 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
   try {
     running = await serve(config, log, process.env, cluster.isWorker ? { reloadEverywhere: reloadAllWorkers } : {});
   } catch (err) {
+    const cause = (err as Error & { cause?: Error }).cause;
+    const reason = `${(err as Error).message}${cause?.message ? `: ${cause.message}` : ''}`;
+    if (cluster.isWorker) {
+      // told by the primary, once for every worker; exit once it has the message (or cannot get it)
+      process.send!({ type: START_FAILED, reason, err: pino.stdSerializers.err(err as Error) } satisfies StartFailure, () => process.exit(1));
+      return;
+    }
     log.fatal({ err }, 'Portico could not start');
     log.flush?.();
-    const cause = (err as Error & { cause?: Error }).cause;
-    console.error(`portico: ${(err as Error).message}${cause?.message ? `: ${cause.message}` : ''}`);
+    console.error(`portico: ${reason}`);
     process.exit(1);
   }
+  if (cluster.isWorker) process.send!({ type: STARTED });
   // everything a start needs is compiled by now: written a moment later (after the first
   // handshakes, which a cold write would delay), so the next start finds it even if this one is killed
   setTimeout(persistCompileCache, 1_000).unref();
@@ -213,6 +233,16 @@ async function runPrimary(count: number, log: Logger): Promise<void> {
   const fork = () => {
     const worker = cluster.fork();
     worker.on('message', (message: ReloadMessage) => {
+      if (message.type === STARTED) {
+        started.add(worker.id);
+        everStarted = true;
+        failedStarts = 0;
+        return;
+      }
+      if (message.type === START_FAILED) {
+        startFailures.set(worker.id, message as unknown as StartFailure);
+        return;
+      }
       if (message.type === LIMITER_REQUEST) {
         answerLimiterRequest(worker, limiter, message as unknown as LimiterRequest);
         return;
@@ -233,40 +263,57 @@ async function runPrimary(count: number, log: Logger): Promise<void> {
     });
     return worker;
   };
-  // A worker that dies after it served is replaced at once. One that dies before it ever listened
-  // failed to start (a port taken, Redis unreachable or untrusted): if no worker has ever listened,
-  // the whole start failed and the primary exits 1 rather than forking forever; otherwise the
-  // replacement waits 1 s, 2 s, 4 s … up to 30 s while starts keep failing.
-  const listened = new Set<number>();
-  let everListened = false;
+  // A worker that dies after it started (serve() done: every listener bound) is replaced at once. One
+  // that dies before failed to start (a port taken, Redis unreachable or untrusted): if no worker has
+  // ever started, the whole start failed and the primary says why once and exits 1 rather than
+  // forking forever; otherwise the replacement waits 1 s, 2 s, 4 s … up to 30 s while starts keep
+  // failing. Not cluster's 'listening': it comes at the first listener, and a worker whose second
+  // port was taken counted as started, so it was replaced at once, forever.
+  const started = new Set<number>();
+  const startFailures = new Map<number, StartFailure>();
+  let everStarted = false;
   let failedStarts = 0;
-  cluster.on('listening', (worker: Worker) => {
-    listened.add(worker.id);
-    everListened = true;
-    failedStarts = 0;
-  });
   cluster.on('exit', (worker: Worker, code, signal) => {
-    const started = listened.delete(worker.id);
+    // its last message (why it could not start) has been read once its channel is closed
+    if (!worker.isConnected()) return ended(worker, code, signal);
+    const timer = setTimeout(() => ended(worker, code, signal), 1_000);
+    worker.once('disconnect', () => {
+      clearTimeout(timer);
+      ended(worker, code, signal);
+    });
+  });
+  const ended = (worker: Worker, code: number | null, signal: string | null) => {
+    const served = started.delete(worker.id);
+    const told = startFailures.get(worker.id);
+    // an Error again, so the log line reads as the worker's own would have
+    const failure = told && { reason: told.reason, err: Object.assign(new Error(), told.err) };
+    startFailures.delete(worker.id);
     if (stopping) {
-      // a worker killed by the signal before it listened (the stop came during its start) had
-      // nothing in flight; any other end than exit 0 may have cut requests, and the exit code says so
-      if (code === 0 || (signal !== null && !started)) return;
+      // a worker that never started had nothing in flight, whether the stop's signal ended its start
+      // or its start failed as the one that stopped them all did; any other end than exit 0 may have
+      // cut requests, and the exit code says so
+      if (code === 0 || !served) return;
       log.error({ workerPid: worker.process.pid, code, signal }, 'a worker did not stop cleanly');
       exitCode = 1;
       return;
     }
-    if (!started && !everListened) {
-      log.fatal({ workerPid: worker.process.pid, code, signal }, 'a worker could not start (its error is above); stopping');
-      console.error('portico: a worker could not start; see the log above');
+    if (!served && !everStarted) {
+      if (failure) {
+        log.fatal({ workerPid: worker.process.pid, err: failure.err }, 'Portico could not start');
+        console.error(`portico: ${failure.reason}`);
+      } else {
+        log.fatal({ workerPid: worker.process.pid, code, signal }, 'a worker could not start; stopping');
+        console.error(`portico: a worker could not start (${signal ? `killed by ${signal}` : `exit code ${code}`}); see the log above`);
+      }
       stop('SIGTERM', 1);
       return;
     }
-    const delayMs = started ? 0 : Math.min(30_000, 1_000 * 2 ** failedStarts++);
-    log.error({ workerPid: worker.process.pid, code, signal, delayMs }, started ? 'a worker died; starting a replacement' : 'a worker could not start; trying again');
+    const delayMs = served ? 0 : Math.min(30_000, 1_000 * 2 ** failedStarts++);
+    log.error({ workerPid: worker.process.pid, code, signal, delayMs, ...(failure ? { err: failure.err } : {}) }, served ? 'a worker died; starting a replacement' : 'a worker could not start; trying again');
     setTimeout(() => {
       if (!stopping) fork();
     }, delayMs);
-  });
+  };
   // The kernel hands connections to workers (SCHED_NONE). With round-robin the primary accepts and
   // passes them on, and one passed to a worker that just died hangs forever (nodejs/node#21746).
   cluster.schedulingPolicy = cluster.SCHED_NONE;

@@ -56,6 +56,27 @@ t.test('redirects add --status abc / 302abc / 3.07e2 is bad usage (exit 2), not 
   t.same(JSON.parse(ok.stdout), { from: 'www.status.example', to: 'shop.status.example', status: 307 });
 });
 
+t.test('issue: "served at" and a redirect\'s target named no port when visitors do not use 443', async (t) => {
+  const account = await call('POST', '/admin/accounts', { plan: 'pro' });
+  const create = (name: string, env: Record<string, string | undefined>) => cli(['projects', 'create', '--account', account.id, '--name', name, '--upstream', 'http://127.0.0.1:9'], env);
+  const onOther = await create('cliport', { PORTICO_PUBLIC_HTTPS_PORT: '8443' });
+  t.equal(onOther.code, 0, onOther.stderr);
+  t.match(onOther.stdout, /\nserved at https:\/\/cliport\.localhost:8443\n$/, 'the public HTTPS port, as redirects name it');
+  for (const [name, env] of [['cliport443', { PORTICO_PUBLIC_HTTPS_PORT: '443' }], ['clinoport', {}]] as const) {
+    const run = await create(name, env);
+    t.equal(run.code, 0, run.stderr);
+    t.match(run.stdout, new RegExp(`\\nserved at https://${name}\\.localhost\\n$`), `${name}: 443 is the scheme's default and is left out`);
+  }
+  const bad = await create('clibadport', { PORTICO_PUBLIC_HTTPS_PORT: '84430' });
+  t.equal(bad.code, 2, bad.stderr);
+  t.match(bad.stderr, 'PORTICO_PUBLIC_HTTPS_PORT must be a whole number from 1 to 65535 (got "84430")');
+  t.notOk((await call('GET', '/admin/projects')).some((p: { name: string }) => p.name === 'clibadport'), 'nothing was created');
+  const project = await projectWithDomain('cliportredirect', 'www.port.example');
+  const redirect = await cli(['redirects', 'add', project, '--from', 'www.port.example', '--to', 'shop.port.example'], { PORTICO_PUBLIC_HTTPS_PORT: '8443' });
+  t.equal(redirect.code, 0, redirect.stderr);
+  t.equal(redirect.stdout, 'www.port.example → https://shop.port.example:8443 (301)\n');
+});
+
 t.test('--per-minute and --per-day take digits only (exit 2 naming the flag)', async (t) => {
   const cases = [
     [['accounts', 'create', '--plan', 'enterprise', '--per-minute', '1e3', '--per-day', '5000'], '--per-minute'],

@@ -1,5 +1,6 @@
 // `portico serve --workers 2` whose workers cannot start (here: the HTTPS port is taken): the primary
-// stops and exits 1 with the reason in the log, instead of forking replacements forever.
+// stops and exits 1 with the reason in the log, instead of forking replacements forever
+// (start-failures.test.ts: the reason said once).
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -49,8 +50,7 @@ t.test('workers that cannot start: the primary exits 1 and says why', async (t) 
       return [];
     }
   });
-  t.ok(entries.some((e) => e.msg === 'Portico could not start' && /EADDRINUSE/.test(JSON.stringify(e))), 'the worker logged its own reason (EADDRINUSE)');
-  t.ok(entries.some((e) => e.msg?.startsWith('a worker could not start')), 'the primary said why it stops');
+  t.ok(entries.some((e) => e.msg === 'Portico could not start' && /EADDRINUSE/.test(JSON.stringify(e))), 'the primary logged the worker\'s reason (EADDRINUSE)');
   t.notOk(entries.some((e) => e.msg === 'a worker died; starting a replacement' || e.msg === 'a worker could not start; trying again'), 'no replacement was forked');
-  t.ok(lines.includes('portico: a worker could not start; see the log above'), 'stderr says so too');
+  t.ok(lines.some((line) => /^portico: the https listener cannot bind port \d+: .*EADDRINUSE/.test(line)), 'stderr says so too');
 });
