@@ -207,6 +207,13 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     if (missing.length > 0) throw stopForRights(missing);
   }
   if (refused.refusal !== null) throw stopForRights(refused.refusal);
+  // ioredis selects the URL's database on connecting and carries on in database 0 when the server
+  // refuses it (an index past `databases`): the state would go where nobody asked
+  if (client.status === 'ready' && connections.mode !== 'cluster' && connections.auth.db !== 0) {
+    const db = connections.auth.db;
+    const refusal = await client.select(db).then(() => null, (err: unknown) => err as Error);
+    if (refusal !== null) throw giveUp(stateUnavailable(new Error(`PORTICO_REDIS_URL names database ${db}, which the server refuses (${refusal.message}); the start stops`, { cause: refusal })));
+  }
   if (client.status !== 'ready' && nodeErrors) {
     // ioredis's "Failed to refresh slots cache." alone says less than the guess below
     const told = await clusterStartError(client as unknown as Cluster, nodeErrors.errors);

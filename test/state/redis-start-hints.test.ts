@@ -10,6 +10,7 @@
 //   (README *Configuration*), and that makes the next start work.
 // A wrong password (WRONGPASS) and a refused connection (ECONNREFUSED) already said why: pinned here.
 // NOAUTH and WRONGPASS stopped the start only after its whole 5 s wait for Redis: they stop it at once.
+// A database index the server does not have (`redis://…/99`) started Portico on database 0: it stops.
 // The password never appears in what a start prints.
 import t, { type Test } from 'tap';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -18,7 +19,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { baseEnv, cleanup, spawnPortico } from '../helpers/portico.ts';
+import { baseEnv, cleanup, spawnPortico, startPortico } from '../helpers/portico.ts';
 import { startRedis } from '../helpers/redis.ts';
 import { freePort } from '../helpers/free-port.ts';
 
@@ -85,6 +86,25 @@ t.test('a server with a password, a URL without one: the line says the URL needs
     t.ok(refusal.ms < 5000, `stopped without waiting out the 5 s wait for Redis (${refusal.ms.toFixed(0)} ms, process start included)`);
     t.equal(line, 'portico: state backend unavailable: WRONGPASS invalid username-password pair or user is disabled.; the start stops');
   });
+});
+
+t.test('a database the server does not have: the start stops (it ran on database 0)', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const line = reason(t, await refusedStart(`redis://127.0.0.1:${redis.port}/99`));
+  t.equal(line, 'portico: state backend unavailable: PORTICO_REDIS_URL names database 99, which the server refuses (ERR DB index is out of range); the start stops');
+  t.equal((await run('redis-cli', ['-p', String(redis.port), '-n', '0', 'DBSIZE'])).stdout.trim(), '0', 'nothing was written to database 0');
+
+  // one it has: the state is there, and nowhere else
+  const portico = await startPortico({ PORTICO_REDIS_URL: `redis://127.0.0.1:${redis.port}/3` });
+  try {
+    const keys = async (db: number) => Number((await run('redis-cli', ['-p', String(redis.port), '-n', String(db), 'DBSIZE'])).stdout.trim());
+    t.ok((await keys(3)) > 0, 'the state is in database 3');
+    t.equal(await keys(0), 0, 'and not in database 0');
+  } finally {
+    await portico.stop();
+    cleanup(portico.dataDir, portico.certsDir);
+  }
 });
 
 t.test('nothing listening: the line carries the cause', async (t) => {
