@@ -68,42 +68,24 @@ export class RedisLimiter implements RateLimiter {
         const connection = new LimiterConnection({ ...connectionOptions, host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) }, LIMITER_SCRIPT);
         this.#run = (_slot, args, argCount) => connection.run(args, argCount);
         this.#close = () => connection.close();
-      } else if (redis.mode === 'sentinel') {
-        const { client } = redis;
-        const nodes = new LimiterNodes({
-          primaryFor: (slot) => redis.primaryFor(slot),
+      } else {
+        // Sentinel: ioredis's connection still on a server that answered -READONLY is made again, which
+        // asks the sentinels for the primary
+        const topology = redis.mode !== 'sentinel' ? redis : {
+          primaryFor: (slot: number) => redis.primaryFor(slot),
           primaries: () => redis.primaries(),
           refreshTopology: () => redis.refreshTopology(),
-          // ioredis's connection still on that server: made again, it asks the sentinels for the primary
-          demoted: (address) => {
-            if (redis.primaryFor(0) === address) client.disconnect(true);
+          demoted: (address: string) => {
+            if (redis.primaryFor(0) === address) redis.client.disconnect(true);
           },
-        }, connectionOptions, LIMITER_SCRIPT);
-        // The sentinels announced a failover (sentinel-switch.ts): at +switch-master the calls go to the
-        // announced primary at once, as the state connections do, and a caller waiting out a breaker
-        // (FailoverLimiter) tries again at once; so it does when ioredis is connected again (after a lost
-        // connection, a -READONLY): the server it names may answer now.
-        let announced: string | null = null;
-        const onAnnounced = (primary: string | null) => {
-          nodes.announce(primary, ANNOUNCED_MS);
-          // every sentinel announces it: tried again at the first
-          const moved = primary !== null && primary !== announced;
-          announced = primary;
-          if (moved) this.#rerouted();
         };
-        const onReady = () => this.#rerouted();
-        client.on(PRIMARY_ANNOUNCED, onAnnounced);
-        client.on('ready', onReady);
+        const nodes = new LimiterNodes(topology, connectionOptions, LIMITER_SCRIPT);
+        const unfollow = redis.mode === 'sentinel' ? this.#followAnnouncements(redis.client, nodes) : () => undefined;
         this.#run = (slot, args, argCount) => nodes.run(slot, args, argCount);
         this.#close = () => {
-          client.off(PRIMARY_ANNOUNCED, onAnnounced);
-          client.off('ready', onReady);
+          unfollow();
           nodes.close();
         };
-      } else {
-        const nodes = new LimiterNodes(redis, connectionOptions, LIMITER_SCRIPT);
-        this.#run = (slot, args, argCount) => nodes.run(slot, args, argCount);
-        this.#close = () => nodes.close();
       }
       redis.client.once('end', () => this.#close());
       return;
@@ -127,6 +109,30 @@ export class RedisLimiter implements RateLimiter {
     this.#run = (_slot, args, argCount) => connection.run(args, argCount);
     this.#close = () => connection.close();
     client.once('end', () => connection.close());
+  }
+
+  /**
+   * The sentinels announced a failover (sentinel-switch.ts): at +switch-master the calls go to the
+   * announced primary at once, as the state connections do, and a caller waiting out a breaker
+   * (FailoverLimiter) tries again at once; so it does when ioredis is connected again (after a lost
+   * connection, a -READONLY): the server it names may answer now. Returns what stops following.
+   */
+  #followAnnouncements(client: RedisConnections['client'], nodes: LimiterNodes): () => void {
+    let announced: string | null = null;
+    const onAnnounced = (primary: string | null) => {
+      nodes.announce(primary, ANNOUNCED_MS);
+      // every sentinel announces it: tried again at the first
+      const moved = primary !== null && primary !== announced;
+      announced = primary;
+      if (moved) this.#rerouted();
+    };
+    const onReady = () => this.#rerouted();
+    client.on(PRIMARY_ANNOUNCED, onAnnounced);
+    client.on('ready', onReady);
+    return () => {
+      client.off(PRIMARY_ANNOUNCED, onAnnounced);
+      client.off('ready', onReady);
+    };
   }
 
   /**
