@@ -43,7 +43,12 @@ async function checkNewDomainsOwn(t: Test, bed: ManagerBed, since: number) {
     return domain?.certificate.status === 'issued' ? domain : null;
   });
   const events = await bed.stores.domains.events(hostname);
-  t.same(orderSteps(events.slice(since)), ['order_placed', 'challenge_served', 'certificate_issued'], 'the timeline since the name came back shows its own order only');
+  // the CA may reuse the authorisation the old order made valid (pebble does in 1 % of orders even
+  // with PEBBLE_AUTHZREUSE=0: its test is rand.Intn(100) > percent), and then nothing is served; a
+  // step of the old order would come before this order's order_placed
+  const steps = orderSteps(events.slice(since));
+  const ownOrder = steps.includes('challenge_served') ? ['order_placed', 'challenge_served', 'certificate_issued'] : ['order_placed', 'certificate_issued'];
+  t.same(steps, ownOrder, 'the timeline since the name came back shows its own order only');
   t.equal(bed.pebble.orders(), 2, 'the domain added back placed an order of its own');
   const stored = await bed.certs.certificates.get(hostname);
   t.ok(stored, 'its certificate is stored');
