@@ -8,6 +8,14 @@ import type { Series, Tally } from '../metrics-tally.ts';
 export const CLIENT_CLOSED = 499;
 
 /**
+ * TLS connections and HTTP/2 sessions a stop cut when its shutdown time ran out (listeners.ts). An
+ * exchange on one of them still without an answer did not lose its visitor: Portico closed it, and its
+ * line and count say 503 with `aborted`, as a refusal cut short says the status it would have had.
+ */
+export const cutByStop = new WeakSet<object>();
+export const STOPPED = 503;
+
+/**
  * Counts an answer and observes its duration through cells fetched once per label set (route ×
  * method × status stays small: a few routes, nine method labels, the statuses in use), found by a
  * number rather than a string built per request (metrics-tally.ts).

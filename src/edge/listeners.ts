@@ -20,6 +20,7 @@ import { afterEarlierAnswers, answerOn } from '../proxy/websocket-h1.ts';
 import type { Trust } from './client-ip.ts';
 import type { Logger } from '../log.ts';
 import { refusalRecorder } from './before-routing.ts';
+import { cutByStop } from './exchanges.ts';
 import { hostnameFromHost } from '../routing/hostname.ts';
 import type { OcspStapler } from '../certs/ocsp.ts';
 
@@ -329,8 +330,14 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
       }
     },
     destroyAll() {
-      for (const session of sessions) session.destroy();
-      for (const socket of sockets) socket.destroy();
+      for (const session of sessions) {
+        cutByStop.add(session);
+        session.destroy();
+      }
+      for (const socket of sockets) {
+        cutByStop.add(socket);
+        socket.destroy();
+      }
     },
   };
   server.on('secureConnection', (socket: TLSSocket) => {

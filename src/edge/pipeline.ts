@@ -2,7 +2,7 @@
 // HTTP/2 fast path: a project's requests over HTTP/2 served on Node's core stream API (h2-stream.ts,
 // proxy/forward-h2.ts) with the same routing, 421, HSTS, metrics and access line.
 import type { TLSSocket } from 'node:tls';
-import type { Http2ServerResponse, Http2Session, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import type { Http2ServerRequest, Http2ServerResponse, Http2Session, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Hsts } from '../state/types.ts';
@@ -21,7 +21,7 @@ import { notFoundPage, notDeployedPage, sendPage } from './pages.ts';
 import type { StreamHandler } from './h2-stream.ts';
 import type { StreamContext } from '../proxy/forward-h2.ts';
 import { answerOn } from '../proxy/websocket-h1.ts';
-import { answerMetrics, CLIENT_CLOSED, exchangeRecorder } from './exchanges.ts';
+import { answerMetrics, CLIENT_CLOSED, cutByStop, exchangeRecorder, STOPPED } from './exchanges.ts';
 
 export interface ProjectProxy {
   web(req: Request, res: Response, upstream: string, ctx: ProxyContext): Promise<void>;
@@ -87,6 +87,9 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
       ip = clientIpOf(socket, forwardedFor, trust);
       if (samePeer) peers.set(socket, ip);
     }
+    // what a stop that ran out of time cuts: the TLS connection, or the HTTP/2 session (a stream's
+    // is gone once the stream is)
+    const connection: object = req.httpVersionMajor === 2 ? ((req as unknown as Http2ServerRequest).stream.session ?? socket) : socket;
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
@@ -103,7 +106,7 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
       // visitor gone before any answer went out is 499. A reset HTTP/2 stream counts as finished
       // (forward.ts), so its reset code says it was cut.
       const sent = res.headersSent && (res.writableFinished || !queued(req, res));
-      const status = sent ? res.statusCode : CLIENT_CLOSED;
+      const status = sent ? res.statusCode : cutByStop.has(connection) ? STOPPED : CLIENT_CLOSED;
       const rstCode = (res as Http2ServerResponse).stream?.rstCode;
       const aborted = sent && res.writableFinished && !rstCode ? undefined : true;
       recordAnswer(routeLabel, req.method, status, ms / 1000);
@@ -202,7 +205,7 @@ export function createEdgeHandler(deps: EdgeDeps): Handler {
     // reset it, or its connection went, before any answer)
     stream.once('close', () => {
       const ms = performance.now() - started;
-      const status = ctx.status || CLIENT_CLOSED;
+      const status = ctx.status || (cutByStop.has(session) ? STOPPED : CLIENT_CLOSED);
       recordAnswer('project', method, status, ms / 1000);
       if (access) {
         const url = headers[':path'] ?? '/';
