@@ -29,6 +29,15 @@ const SYSTEM_CA_ADVICE = /; if the root CA is installed locally, try running Nod
 /** a certificate chain that ends at no CA Node trusts (not a wrong name, not an expired one) */
 const UNTRUSTED = new Set(['DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'CERT_UNTRUSTED']);
 
+/** a certificate the client will refuse again at every try: untrusted, for another name, out of its dates */
+const UNVERIFIABLE = new Set([...UNTRUSTED, 'ERR_TLS_CERT_ALTNAME_INVALID', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID']);
+
+/** Trying again answers the same until the URL, the password or the certificate changes: wrong or missing credentials, a certificate Portico cannot verify. */
+export function settledByConfiguration(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  return (typeof code === 'string' && UNVERIFIABLE.has(code)) || /^(NOAUTH|WRONGPASS)\b/.test((err as Error)?.message ?? '');
+}
+
 /** what of PORTICO_REDIS_URL a hint needs; the password only to know whether there is one */
 export type UrlShape = Pick<RedisTarget, 'mode' | 'tls' | 'password'>;
 

@@ -16,6 +16,7 @@ import { openRedisSchedule } from './redis-schedule.ts';
 import { Cache } from './redis-cache.ts';
 import { refusalIn, refusedRights, rightsError } from './redis-rights.ts';
 import { SENTINELS_WAIT_MS } from './sentinel-switch.ts';
+import { settledByConfiguration } from './redis-errors.ts';
 
 const CHANNEL = 'portico:invalidate';
 const SUSPECT_MS = 2_000;
@@ -27,8 +28,6 @@ const ROUTE_RETRY_MS = 1000;
 /** a route notice is followed for about a day of Redis being unreachable; a reconnect reloads all anyway */
 const ROUTE_RETRIES = 86_400;
 const READY_WAIT_MS = 5_000;
-/** a server's answer to credentials it does not take (or to none given where it wants some) */
-const BAD_CREDENTIALS = /^(NOAUTH|WRONGPASS)\b/;
 /** how long a write's answer waits for its change notice to be taken (see `publish`) */
 const NOTICE_WAIT_MS = 200;
 
@@ -181,8 +180,9 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
   const onRefusal = (err: unknown) => void (refused.refusal ??= refusalIn(err));
   const onConnectionRefusal = (err: unknown) => {
     onRefusal(err);
-    // wrong or missing credentials: asking again gets the same answer, the start stops at once with it
-    if (refused.refusal !== null || BAD_CREDENTIALS.test((err as Error)?.message ?? '')) refused.endWait();
+    // wrong or missing credentials, a certificate that cannot be verified: asking again gets the same
+    // answer, the start stops at once with it
+    if (refused.refusal !== null || settledByConfiguration(err)) refused.endWait();
   };
   if (connections.mode !== 'sentinel') client.on('error', onConnectionRefusal);
   const nodeErrors = connections.mode === 'cluster' ? listenToNodes(client) : null;

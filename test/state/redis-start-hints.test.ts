@@ -9,7 +9,8 @@
 //   one), which cannot help with a CA no system store holds; it now names NODE_EXTRA_CA_CERTS=<ca file>
 //   (README *Configuration*), and that makes the next start work.
 // A wrong password (WRONGPASS) and a refused connection (ECONNREFUSED) already said why: pinned here.
-// NOAUTH and WRONGPASS stopped the start only after its whole 5 s wait for Redis: they stop it at once.
+// NOAUTH, WRONGPASS and a certificate that cannot be verified stopped the start only after its whole
+// 5 s wait for Redis: they stop it at once.
 // A database index the server does not have (`redis://…/99`) started Portico on database 0: it stops.
 // The password never appears in what a start prints.
 import t, { type Test } from 'tap';
@@ -117,7 +118,9 @@ t.test('rediss:// with a certificate from a private CA: the line names NODE_EXTR
   const server = await privateCaRedis();
   t.teardown(() => server.stop());
   const url = `rediss://default:${encodeURIComponent(PASSWORD)}@localhost:${server.port}`;
-  const line = reason(t, await refusedStart(url));
+  const refusal = await refusedStart(url);
+  t.ok(refusal.ms < 5000, `stopped without waiting out the 5 s wait for Redis (${refusal.ms.toFixed(0)} ms, process start included)`);
+  const line = reason(t, refusal);
   t.match(line, /^portico: state backend unavailable: [^(]*certificate[^(]* \(the server's certificate is not trusted: give Portico the CA that signed it with NODE_EXTRA_CA_CERTS=<ca file>\); the start stops$/);
   t.notMatch(line, /--use-system-ca/, "not Node's advice for a CA in the system's store");
 
@@ -132,7 +135,9 @@ t.test('rediss:// with a certificate from a private CA: the line names NODE_EXTR
 t.test("rediss:// with a self-signed certificate: NODE_EXTRA_CA_CERTS in place of Node's --use-system-ca", async (t) => {
   const redis = await startRedis({ tls: true });
   t.teardown(() => redis.stop());
-  const line = reason(t, await refusedStart(redis.url));
+  const refusal = await refusedStart(redis.url);
+  t.ok(refusal.ms < 5000, `stopped without waiting out the 5 s wait for Redis (${refusal.ms.toFixed(0)} ms, process start included)`);
+  const line = reason(t, refusal);
   t.equal(line, "portico: state backend unavailable: self-signed certificate (the server's certificate is not trusted: give Portico the CA that signed it with NODE_EXTRA_CA_CERTS=<ca file>); the start stops");
 });
 
