@@ -49,11 +49,15 @@ const { ports, ca } = portico;
 const until = async (what: string, check: () => boolean) => {
   for (const deadline = Date.now() + 5_000; !check(); await sleep(10)) if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
 };
-const lineOf = (target: string) => {
-  const found = portico.logs.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request' && entry.path === target);
+const linesOf = (target: string) => portico.logs.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request' && entry.path === target);
+// access lines are written in batches, at least every 250 ms
+async function lineOf(target: string): Promise<Record<string, unknown>> {
+  await until(`the access line of ${target}`, () => linesOf(target).length > 0);
+  await sleep(300);
+  const found = linesOf(target);
   if (found.length !== 1) throw new Error(`${found.length} access lines for ${target}`);
   return found[0];
-};
+}
 
 t.test(`requests still waiting when the shutdown time (${SHUTDOWN_MS} ms) runs out: 503, aborted`, async (t) => {
   const session = http2.connect(`https://127.0.0.1:${ports.https}`, { ca, servername: HOSTNAME, checkServerIdentity: () => undefined });
@@ -81,8 +85,8 @@ t.test(`requests still waiting when the shutdown time (${SHUTDOWN_MS} ms) runs o
   socket.destroy();
   session.destroy();
 
-  t.match(lineOf('/held/fast'), { status: 503, aborted: true, route: 'project', protocol: '2.0' }, 'HTTP/2 fast path: 503, aborted');
-  t.match(lineOf('/held/compat'), { status: 503, aborted: true, route: 'project', protocol: '2.0' }, 'HTTP/2 compatibility path: 503, aborted');
-  t.match(lineOf('/held/h1'), { status: 503, aborted: true, route: 'project', protocol: '1.1' }, 'HTTP/1.1: 503, aborted');
-  t.match(lineOf('/left/fast'), { status: 499, aborted: true }, 'the visitor who cancelled during the grace time: 499');
+  t.match(await lineOf('/held/fast'), { status: 503, aborted: true, route: 'project', protocol: '2.0' }, 'HTTP/2 fast path: 503, aborted');
+  t.match(await lineOf('/held/compat'), { status: 503, aborted: true, route: 'project', protocol: '2.0' }, 'HTTP/2 compatibility path: 503, aborted');
+  t.match(await lineOf('/held/h1'), { status: 503, aborted: true, route: 'project', protocol: '1.1' }, 'HTTP/1.1: 503, aborted');
+  t.match(await lineOf('/left/fast'), { status: 499, aborted: true }, 'the visitor who cancelled during the grace time: 499');
 });
