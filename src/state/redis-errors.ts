@@ -35,8 +35,13 @@ const UNVERIFIABLE = new Set([...UNTRUSTED, 'ERR_TLS_CERT_ALTNAME_INVALID', 'CER
 /** Trying again answers the same until the URL, the password or the certificate changes: wrong or missing credentials, a certificate Portico cannot verify. */
 export function settledByConfiguration(err: unknown): boolean {
   const code = (err as { code?: unknown })?.code;
-  return (typeof code === 'string' && UNVERIFIABLE.has(code)) || /^(NOAUTH|WRONGPASS)\b/.test((err as Error)?.message ?? '');
+  const message = (err as Error)?.message ?? '';
+  return (typeof code === 'string' && UNVERIFIABLE.has(code)) || /^(NOAUTH|WRONGPASS)\b/.test(message) || NOT_REDIS.test(message);
 }
+
+/** the client's words for an answer that is no RESP at all (an HTTP server's `HTTP/1.1 …`), and its request for a bug report that follows */
+const NOT_REDIS = /^(Unknown RESP type|Protocol error, got)\b/;
+const REPORT_REQUEST = /\. Please report this\.$/;
 
 /** what of PORTICO_REDIS_URL a hint needs; the password only to know whether there is one */
 export type UrlShape = Pick<RedisTarget, 'mode' | 'tls' | 'password'>;
@@ -50,7 +55,7 @@ export type UrlShape = Pick<RedisTarget, 'mode' | 'tls' | 'password'>;
 export function withUrlHint(err: Error, url: UrlShape, answered: boolean): Error {
   const hint = urlHint(err, url, answered);
   if (hint === null) return err;
-  return Object.assign(new Error(`${err.message.replace(SYSTEM_CA_ADVICE, '')} (${hint})`, { cause: err }), { code: (err as { code?: unknown }).code });
+  return Object.assign(new Error(`${err.message.replace(SYSTEM_CA_ADVICE, '').replace(REPORT_REQUEST, '')} (${hint})`, { cause: err }), { code: (err as { code?: unknown }).code });
 }
 
 function urlHint(err: Error, url: UrlShape, answered: boolean): string | null {
@@ -58,6 +63,7 @@ function urlHint(err: Error, url: UrlShape, answered: boolean): string | null {
   if (typeof code === 'string' && UNTRUSTED.has(code)) return `the ${url.mode === 'cluster' ? "nodes'" : "server's"} certificate is not trusted: give Portico the CA that signed it with NODE_EXTRA_CA_CERTS=<ca file>`;
   // a TLS-only port takes the plain HELLO for a broken handshake and resets the connection
   if (code === 'ECONNRESET' && !url.tls && !answered) return `the server reset the connection without answering: it seems to expect TLS, ${scheme({ ...url, tls: true })}://…`;
+  if (NOT_REDIS.test(err.message)) return "the server at that port does not speak Redis: is PORTICO_REDIS_URL's port Redis's?";
   if (err.message.startsWith('NOAUTH') && !url.password) return `the server requires a password: PORTICO_REDIS_URL needs the user and password, ${withCredentials(url)}`;
   return null;
 }

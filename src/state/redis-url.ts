@@ -60,7 +60,9 @@ export function parseRedisUrl(text: string): RedisTarget | Error {
   const addresses: RedisAddress[] = [];
   for (const part of authority.split(',')) {
     const address = parseAddress(part, DEFAULT_PORT[scheme.mode]);
-    const hint = /^(?:\[[^\]]*\]|[^:[]*):(?!\d*$)/.test(part) ? ': a port is a number, and a user and password end with an @' : '';
+    const hint = part.includes('@')
+      ? ': an @ in the user or password is written %40'
+      : /^(?:\[[^\]]*\]|[^:[]*):(?!\d*$)/.test(part) ? ': a port is a number, and a user and password end with an @' : '';
     if (!address) return fail(`has no valid host:port${quoted(' in', part)}${hint}`);
     addresses.push(address);
   }

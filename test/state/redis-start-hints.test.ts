@@ -13,6 +13,7 @@
 // 5 s wait for Redis: they stop it at once.
 // A database index the server does not have (`redis://…/99`) started Portico on database 0: it stops.
 // The password never appears in what a start prints.
+import http from 'node:http';
 import t, { type Test } from 'tap';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -139,6 +140,20 @@ t.test("rediss:// with a self-signed certificate: NODE_EXTRA_CA_CERTS in place o
   t.ok(refusal.ms < 5000, `stopped without waiting out the 5 s wait for Redis (${refusal.ms.toFixed(0)} ms, process start included)`);
   const line = reason(t, refusal);
   t.equal(line, "portico: state backend unavailable: self-signed certificate (the server's certificate is not trusted: give Portico the CA that signed it with NODE_EXTRA_CA_CERTS=<ca file>); the start stops");
+});
+
+t.test('redis:// to a port where an HTTP server answers: the line says the port does not speak Redis, at once', async (t) => {
+  const server = http.createServer((_req, res) => res.end('not redis'));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const refusal = await refusedStart(`redis://127.0.0.1:${(server.address() as net.AddressInfo).port}`);
+  t.ok(refusal.ms < 5000, `stopped without waiting out the 5 s wait for Redis (${refusal.ms.toFixed(0)} ms, process start included)`);
+  const line = reason(t, refusal);
+  t.match(line, /\(the server at that port does not speak Redis: is PORTICO_REDIS_URL's port Redis's\?\); the start stops$/);
+  t.notMatch(line, /Please report this/, "not the client's request for a bug report");
 });
 
 /** a TLS-only redis-server with a password, its certificate (localhost, 127.0.0.1) signed by a CA of its own */

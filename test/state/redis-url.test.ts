@@ -82,4 +82,8 @@ t.test('redact hides user and password', async (t) => {
   t.equal(redact('redis://[::1]:6379/2'), 'redis://[::1]:6379/2');
   const forgotten = parseRedisUrl('redis://app:pw');
   t.ok(forgotten instanceof Error && /a port is a number, and a user and password end with an @/.test(forgotten.message), 'the message says what an @ is for');
+  // an unencoded @ in the password: the URL shown (hidden up to its last @) looks right, so the message says why
+  const unencoded = parseRedisUrl('redis://user:p@ss@127.0.0.1:6379');
+  t.ok(unencoded instanceof Error && /an @ in the user or password is written %40/.test(unencoded.message), `the message says how to write an @ (${String(unencoded)})`);
+  t.notMatch(String(unencoded), /p@ss|ss@/, 'nor shows the password');
 });
