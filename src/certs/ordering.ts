@@ -9,6 +9,7 @@ import type { Domain, Stores } from '../state/types.ts';
 import { describeLimit, type IssuerChain } from './issuer-chain.ts';
 import type { OrderQueue } from './order-queue.ts';
 import type { CertStores, StoredCertificate } from './types.ts';
+import { sameDomain } from '../domains/same-domain.ts';
 
 // about 1 m, 2 m, 5 m, 10 m, 30 m, 1 h, 2 h, 4 h, then 6 h
 const BACKOFF_MS = [60e3, 120e3, 300e3, 600e3, 1800e3, 3600e3, 7200e3, 14400e3, 21600e3];
@@ -388,11 +389,3 @@ export function createOrdering(options: OrderingOptions) {
 }
 
 export type Ordering = ReturnType<typeof createOrdering>;
-
-/**
- * The same domain, not only the same name: a domain removed and added back is a new one (its own
- * createdAt), and what was started for the old one is not the new one's.
- */
-function sameDomain(a: Domain, b: Domain | null): boolean {
-  return b !== null && a.hostname === b.hostname && a.createdAt === b.createdAt && a.accountId === b.accountId && a.projectId === b.projectId;
-}

@@ -11,6 +11,7 @@ import { applyCheck, checkResult, checksStopped, type CheckReason, type CheckSet
 import type { Scheduler } from './scheduler.ts';
 import { verifyDomain, type Resolver, type Verification } from './verifier.ts';
 import type { ProjectTurns } from './project-turns.ts';
+import { sameDomain } from './same-domain.ts';
 
 export const DOMAIN_CHECK = 'domain-check';
 const SEEDED = 'domain-checks-seeded';
@@ -74,7 +75,9 @@ export function createDomainChecks(deps: DomainChecksDeps) {
 
   async function storeCheck(domain: Domain, result: Verification, reason: CheckReason, context: CheckContext) {
     const current = await stores.domains.get(domain.hostname);
-    if (!current || current.projectId !== domain.projectId) return null;
+    // removed meanwhile, maybe added back: what this check found (with the old one's ownership token)
+    // is not the new domain's, which gets its own check
+    if (!sameDomain(domain, current)) return null;
     const outcome = applyCheck(current, result, reason, context, now());
     // the first verified domain of a project becomes primary: looked at when one verifies or the owner
     // asks, not on every daily check (that would read every domain of the project each time)
