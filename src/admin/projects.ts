@@ -65,13 +65,15 @@ function parseName(value: unknown, config: Config): string {
 
 function parseUpstream(value: unknown): string {
   if (typeof value !== 'string') throw new HttpError('invalid_request', '"upstream" must be an http:// or https:// URL.');
+  // `localhost:3000` parses as the scheme "localhost:", `127.0.0.1:3000` as nothing at all
+  const hint = /^(\[[0-9a-f:.]+\]|[^\s/:[\]@]+):[0-9]+(\/\S*)?$/i.test(value) ? ` Did you mean "http://${value}"?` : '';
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    throw new HttpError('invalid_request', `"upstream" is not a URL: ${JSON.stringify(value)}.`);
+    throw new HttpError('invalid_request', `"upstream" is not a URL: ${JSON.stringify(value)}.${hint}`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpError('invalid_request', '"upstream" must be an http:// or https:// URL.');
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpError('invalid_request', `"upstream" must be an http:// or https:// URL, got ${JSON.stringify(value)}.${hint}`);
   if (url.username || url.password || url.search || url.hash) throw new HttpError('invalid_request', '"upstream" must not carry credentials, a query or a fragment.');
   if (url.port === '0') throw new HttpError('invalid_request', '"upstream" names port 0, which nothing listens on; give the port of the deploy (1-65535).');
   return url.toString().replace(/\/$/, '');

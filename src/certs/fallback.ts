@@ -3,7 +3,8 @@
 // The API hostnames are listed too: TLS clients refuse `*.localhost` for `api.localhost` (a wildcard
 // directly under a single-label name), so `curl --cacert certs/fallback.crt` works for them.
 import { existsSync, mkdirSync, readFileSync, writeFileSync, renameSync } from 'node:fs';
-import { webcrypto, randomBytes } from 'node:crypto';
+import { webcrypto, randomBytes, createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
+import { userInfo } from 'node:os';
 import path from 'node:path';
 import { isIP } from 'node:net';
 
@@ -22,13 +23,60 @@ export async function ensureFallbackCertificate(certsDir: string, extraNames: re
   const certFile = path.join(certsDir, 'fallback.crt');
   const keyFile = path.join(certsDir, 'fallback.key');
   if (existsSync(certFile) && existsSync(keyFile)) {
-    return { cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8'), certFile, keyFile, created: false };
+    const cert = readPem(certFile, certsDir);
+    const key = readPem(keyFile, certsDir);
+    checkPair(cert, key, certFile, keyFile);
+    return { cert, key, certFile, keyFile, created: false };
   }
   mkdirSync(certsDir, { recursive: true });
   const pair = await selfSigned([...new Set(['localhost', '*.localhost', ...extraNames])], 365 * 10);
   writeAtomic(keyFile, pair.key, 0o600);
   writeAtomic(certFile, pair.cert, 0o644);
   return { ...pair, certFile, keyFile, created: true };
+}
+
+/** the fix of a damaged pair: a new pair is made whenever one of the files is missing; both are named so no half is kept */
+function remake(certsDir: string): string {
+  return `delete both fallback.crt and fallback.key in ${certsDir} (PORTICO_CERTS_DIR) and Portico makes a new pair at the next start`;
+}
+
+function readPem(file: string, certsDir: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EACCES' && code !== 'EPERM') throw err;
+    // the usual cause: a first start as root, then a start as a service user
+    let user = String(process.getuid?.() ?? 'the user running Portico');
+    try {
+      user = userInfo().username;
+    } catch {
+      // a uid without a passwd entry (containers): chown takes the number
+    }
+    throw new Error(`cannot read ${file}: the files of the certs dir ${certsDir} (PORTICO_CERTS_DIR) must belong to the user running Portico (${user}): chown -R ${user} ${certsDir}`, { cause: err });
+  }
+}
+
+/**
+ * Checked here, at the file, not left to the TLS listener: its OpenSSL error ("PEM routines::no start
+ * line") names neither the file nor the fix. Covers junk in either file, the certificate copied over
+ * the key, and a key of another certificate.
+ */
+function checkPair(cert: string, key: string, certFile: string, keyFile: string): void {
+  const certsDir = path.dirname(certFile);
+  let certificate: X509Certificate;
+  let privateKey: KeyObject;
+  try {
+    certificate = new X509Certificate(cert);
+  } catch (err) {
+    throw new Error(`the fallback certificate ${certFile} is damaged: not a PEM certificate (${(err as Error).message}); ${remake(certsDir)}`);
+  }
+  try {
+    privateKey = createPrivateKey(key);
+  } catch (err) {
+    throw new Error(`the fallback key ${keyFile} is damaged: not a PEM private key (${(err as Error).message}); ${remake(certsDir)}`);
+  }
+  if (!certificate.checkPrivateKey(privateKey)) throw new Error(`the fallback key ${keyFile} is not the key of ${certFile}; ${remake(certsDir)}`);
 }
 
 /** ECDSA P-256 self-signed certificate for `names` (the first is the subject). */

@@ -4,6 +4,7 @@
 // not take writes (a full disk), changes reject with STATE_UNAVAILABLE and health() is 'down'; both
 // end by themselves once it does again (WriteHealth below, AppendLog.probe).
 import { mkdirSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import path from 'node:path';
 import { AppendLog, type AppendLogOptions, type WriteReports } from './append-log.ts';
 import { lockDataDir } from './data-dir-lock.ts';
@@ -170,6 +171,24 @@ function logOptions(writes: WriteHealth, tell: EmbeddedEvents): (file: string) =
   });
 }
 
+/**
+ * A file of the data dir this process may not open (EACCES, EPERM): the usual cause is a data dir
+ * made by another user (a first start as root), so the message names the dir and the fix; the
+ * file is in the cause.
+ */
+function notOurs(err: unknown, dataDir: string): unknown {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code !== 'EACCES' && code !== 'EPERM') return err;
+  const uid = process.getuid?.();
+  let user = uid === undefined ? 'the user running Portico' : String(uid);
+  try {
+    user = userInfo().username;
+  } catch {
+    // a uid without a passwd entry (containers): chown takes the number
+  }
+  return new Error(`the data dir ${dataDir} (PORTICO_DATA_DIR) holds files this process (user ${user}${uid === undefined ? '' : `, uid ${uid}`}) may not open; they must belong to the user running Portico: chown -R ${user} ${dataDir}`, { cause: err });
+}
+
 export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptions = {}): Promise<Stores> {
   mkdirSync(dataDir, { recursive: true });
   const tell = options.onEvent ?? (() => undefined);
@@ -178,13 +197,18 @@ export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptio
     else tell('warn', 'the data dir takes writes again', { dataDir });
   });
   const optionsFor = logOptions(writes, tell);
-  const releaseLock = lockDataDir(dataDir);
+  let releaseLock: () => void;
+  try {
+    releaseLock = lockDataDir(dataDir);
+  } catch (err) {
+    throw notOurs(err, dataDir);
+  }
   let tables: Tables;
   try {
     tables = await Tables.open(path.join(dataDir, 'state.log'), optionsFor(path.join(dataDir, 'state.log')));
   } catch (err) {
     releaseLock();
-    throw err;
+    throw notOurs(err, dataDir);
   }
   const accounts = tables.table<Account>('accounts');
   const keys = tables.table<ApiKey>('keys');
@@ -202,10 +226,17 @@ export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptio
   } catch (err) {
     await tables.close();
     releaseLock();
-    throw err;
+    throw notOurs(err, dataDir);
   }
   const { domains } = embeddedDomains;
-  const schedule = openEmbeddedSchedule(dataDir);
+  let schedule: ReturnType<typeof openEmbeddedSchedule>;
+  try {
+    schedule = openEmbeddedSchedule(dataDir);
+  } catch (err) {
+    await Promise.all([tables.close(), embeddedDomains.close()]);
+    releaseLock();
+    throw notOurs(err, dataDir);
+  }
   const handlers: Array<(topic: string) => void> = [];
 
   return {
