@@ -46,20 +46,78 @@ const ENV: ReadonlyArray<[string, string, Kind]> = [
 /** YAML path → the variable that sets it, so a problem names both */
 export const VARIABLE_AT: ReadonlyMap<string, string> = new Map(ENV.map(([name, at]) => [at, name]));
 
-/** Writes each set, non-empty PORTICO_* variable of `env` into `tree`, over what the file said. */
-export function applyEnv(tree: Record<string, unknown>, env: NodeJS.ProcessEnv): void {
+/** the PORTICO_* variables read outside the table: which file, and the CLI's own */
+const OTHER_VARIABLES = ['PORTICO_CONFIG', 'PORTICO_ADMIN_URL', 'PORTICO_CLI_TIMEOUT_MS', 'PORTICO_COMPILE_CACHE'];
+const KNOWN: ReadonlySet<string> = new Set([...ENV.map(([name]) => name), ...OTHER_VARIABLES]);
+
+/** lists whose reader refuses an empty one with its own reason */
+const NEEDS_AN_ENTRY: ReadonlySet<string> = new Set(['api.hosts', 'https.keyExchange', 'acme.directory']);
+
+/**
+ * Writes each set, non-empty PORTICO_* variable of `env` into `tree`, over what the file said. An
+ * empty variable is an unset one; a list variable with no entry in it (" ", ",") is a problem: it
+ * would silently list nothing where an empty one keeps the file's setting.
+ */
+export function applyEnv(tree: Record<string, unknown>, env: NodeJS.ProcessEnv, problems: string[]): void {
   for (const [name, at, kind] of ENV) {
     const raw = env[name];
     if (raw === undefined || raw === '') continue;
-    setPath(tree, at, fromEnv(raw, kind));
+    const value = fromEnv(raw, kind);
+    if (Array.isArray(value) && value.length === 0 && !NEEDS_AN_ENTRY.has(at)) {
+      problems.push(`${at} (${name}) lists nothing, got ${JSON.stringify(raw)}: an empty or unset variable keeps the file's setting (\`${at}: []\` there lists none)`);
+      continue;
+    }
+    setPath(tree, at, value);
   }
+}
+
+/**
+ * One line for each PORTICO_* variable of `env` that Portico does not read, naming the known one it
+ * is closest to. Kubernetes' service links for a Service named portico* (PORTICO_PORT,
+ * PORTICO_SERVICE_HOST, PORTICO_PORT_443_TCP_ADDR …) are not mistakes.
+ */
+export function unknownVariables(env: NodeJS.ProcessEnv): string[] {
+  return Object.keys(env)
+    .filter((name) => name.startsWith('PORTICO_') && !KNOWN.has(name) && !serviceLink(name, env[name] ?? ''))
+    .sort()
+    .map((name) => {
+      const near = closest(name);
+      return `${name} is not a variable Portico reads; it is ignored${near ? `. Did you mean ${near}?` : ''}`;
+    });
+}
+
+// https://kubernetes.io/docs/concepts/services-networking/service/#environment-variables:
+// <SVC>_SERVICE_HOST, <SVC>_SERVICE_PORT[_<PORT NAME>], <SVC>_PORT=tcp://…, <SVC>_PORT_<n>_<PROTO>[_PROTO|_PORT|_ADDR]
+function serviceLink(name: string, value: string): boolean {
+  return /_SERVICE_(HOST|PORT(_[A-Z0-9_]+)?)$/.test(name) || /_PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?$/.test(name) || (/_PORT$/.test(name) && /^(tcp|udp|sctp):\/\//.test(value));
+}
+
+/** the known variable at most 2 edits away, or the same once underscores are dropped (PORTICO_ADMINTOKEN) */
+function closest(name: string): string | null {
+  let best: [string, number] | null = null;
+  for (const known of KNOWN) {
+    const d = known.replaceAll('_', '') === name.replaceAll('_', '') ? 0 : editDistance(name, known);
+    if (d <= 2 && (best === null || d < best[1])) best = [known, d];
+  }
+  return best?.[0] ?? null;
+}
+
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length];
 }
 
 function fromEnv(raw: string, kind: Kind): unknown {
   switch (kind) {
     case 'port':
     case 'int':
-      return /^\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw;
+      // past 2^53 a number is rounded (99999999999999999999 → 1e20): the text is kept, and echoed as typed
+      return /^\d+$/.test(raw.trim()) && Number.isSafeInteger(Number(raw.trim())) ? Number(raw.trim()) : raw;
     case 'list':
       return raw.split(',').map((s) => s.trim()).filter(Boolean);
     case 'bool':

@@ -117,6 +117,9 @@ export class Reader {
   hostname(at: string, fallback: string): string {
     const v = this.string(at, fallback).toLowerCase().replace(/\.$/, '');
     if (!HOSTNAME.test(v)) this.fail(at, `must be a hostname, got ${JSON.stringify(v)}`);
+    // an address (or a name ending in an all-digit label, which resolvers read as one) ends up as
+    // `CNAME shop 203.0.113.10` in the records owners are shown, and DNS providers refuse that
+    else if (/(^|\.)\d+$/.test(v)) this.fail(at, `must be a hostname, not an IP address or a name ending in a number (a CNAME target must be a hostname), got ${JSON.stringify(v)}`);
     return v;
   }
 
@@ -176,11 +179,13 @@ export class Reader {
     return fallback;
   }
 
+  /** one of `options`, trimmed and case-folded as every other setting is trimmed ("INFO", "closed ") */
   oneOf<T extends string>(at: string, options: readonly T[], fallback: T): T {
-    const v = this.get(at);
-    if (v === undefined || v === null) return fallback;
+    const given = this.get(at);
+    if (given === undefined || given === null) return fallback;
+    const v = typeof given === 'string' ? given.trim().toLowerCase() : given;
     if (!options.includes(v as T)) {
-      this.fail(at, `must be one of ${options.join(', ')}, got ${JSON.stringify(v)}`);
+      this.fail(at, `must be one of ${options.join(', ')}, got ${JSON.stringify(given)}`);
       return fallback;
     }
     return v as T;

@@ -7,7 +7,8 @@ import net from 'node:net';
 import { createRequire } from 'node:module';
 import type { Limit } from './ratelimit/limiter.ts';
 import { Reader, isObject } from './config-reader.ts';
-import { VARIABLE_AT, applyEnv } from './config-env.ts';
+import { VARIABLE_AT, applyEnv, unknownVariables } from './config-env.ts';
+import { acmeDirectoryProblems, acmeEmail, dnsServerProblem, ipAddress, keyExchangeProblems } from './config-checks.ts';
 import { parseRedisUrl } from './state/redis-url.ts';
 import { directoryProblems, platformPairProblems } from './config-files.ts';
 import { readAcme, type IssuerSettings } from './certs/issuers.ts';
@@ -55,6 +56,8 @@ export interface Config {
   };
   timeouts: { headersMs: number; requestMs: number; keepAliveMs: number; upstreamMs: number; shutdownMs: number };
   log: { level: string };
+  /** said once at start, not refused: PORTICO_* variables that nothing reads (a typo, with the name it is close to) */
+  warnings: string[];
 }
 
 export class ConfigError extends Error {
@@ -79,33 +82,36 @@ export function configFileOf(env: NodeJS.ProcessEnv, cwd: string): string {
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
   const configFile = configFileOf(env, cwd);
-  let text: string;
+  return parseConfig(readText(configFile), configFile, env, cwd);
+}
+
+function readText(configFile: string): string {
   try {
-    text = readFileSync(configFile, 'utf8');
+    return readFileSync(configFile, 'utf8');
   } catch (err) {
     throw new ConfigError([`cannot read ${configFile}: ${(err as Error).message}`]);
   }
-  return parseConfig(text, configFile, env, cwd);
 }
 
-// yaml loads with the first file parsed, not with this module: the CLI's admin commands only need
-// cliSettings(), and it is the same module (CommonJS) that `import` would load
+// yaml loads with the first file parsed, not with this module: a CLI command given PORTICO_ADMIN_URL
+// and PORTICO_ADMIN_TOKEN reads no file, and it is the same module (CommonJS) that `import` would load
 let yaml: typeof import('yaml') | undefined;
-function parseYaml(text: string): unknown {
+function parseTree(text: string, configFile: string): Record<string, unknown> {
   yaml ??= createRequire(import.meta.url)('yaml') as typeof import('yaml');
-  return yaml.parse(text);
-}
-
-export function parseConfig(text: string, configFile: string, env: NodeJS.ProcessEnv, cwd: string): Config {
-  const problems: string[] = [];
   let tree: unknown;
   try {
-    tree = parseYaml(text) ?? {};
+    tree = yaml.parse(text) ?? {};
   } catch (err) {
     throw new ConfigError([`${configFile} is not valid YAML: ${(err as Error).message}`]);
   }
   if (!isObject(tree)) throw new ConfigError([`${configFile} must hold a mapping at the top level`]);
-  applyEnv(tree, env);
+  return tree;
+}
+
+export function parseConfig(text: string, configFile: string, env: NodeJS.ProcessEnv, cwd: string): Config {
+  const problems: string[] = [];
+  const tree = parseTree(text, configFile);
+  applyEnv(tree, env, problems);
   const read = new Reader(tree, problems, VARIABLE_AT);
   const config: Config = {
     configFile,
@@ -171,7 +177,10 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
       shutdownMs: read.ms('timeouts.shutdownMs', 10000, 0),
     },
     log: { level: read.oneOf('log.level', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const, 'info') },
+    warnings: unknownVariables(env),
   };
+  config.acme.email = acmeEmail(config.acme.email, problems);
+  problems.push(...acmeDirectoryProblems(read.value('acme.directory')));
   if (config.admin.token !== null && config.admin.token.length < 16) {
     problems.push('admin.token (PORTICO_ADMIN_TOKEN) must be at least 16 characters');
   }
@@ -221,53 +230,6 @@ function redisUrl(url: string | null, problems: string[]): string | null {
 }
 
 const nullWhenNegative = (n: number): number | null => (n < 0 ? null : n);
-
-/**
- * An IP address to bind (`[::1]` read as `::1`); null when `host` is. Names are refused: a name that
- * resolves to several addresses would bind only the first, which is rarely what was meant.
- */
-function ipAddress(host: string | null, setting: string, examples: string, problems: string[]): string | null {
-  if (host === null) return null;
-  const address = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
-  if (net.isIP(address) !== 0) return address;
-  problems.push(`${setting} must be an IP address such as ${examples}, got ${JSON.stringify(host)}`);
-  return null;
-}
-
-/**
- * What is wrong with one resolver (null: nothing): an IP address with an optional port (53 when
- * absent), IPv6 in brackets when a port follows; what node:dns's setServers takes. Names are refused:
- * the resolvers cannot be found without a resolver.
- */
-function dnsServerProblem(server: string): string | null {
-  const form = 'is not an IP address with an optional port (1.1.1.1, 1.1.1.1:53, [2606:4700:4700::1111]:53)';
-  if (net.isIPv6(server)) return null;
-  const m = /^\[([^\]]*)\](?::([^:]*))?$/.exec(server) ?? /^([^:[\]]*)(?::([^:]*))?$/.exec(server);
-  if (!m) return form;
-  if (net.isIP(m[1]) === 0 || (server.startsWith('[') && !net.isIPv6(m[1]))) return form;
-  if (m[2] !== undefined && (!/^\d{1,5}$/.test(m[2]) || Number(m[2]) < 1 || Number(m[2]) > 65535)) return `has a port outside 1–65535`;
-  return null;
-}
-
-/** Each name must be a group this Node's OpenSSL can offer, one per entry (OpenSSL would read `a:b` as two). */
-function keyExchangeProblems(groups: string[]): string[] {
-  const at = 'https.keyExchange (PORTICO_HTTPS_KEY_EXCHANGE)';
-  if (groups.length === 0) return [`${at} must name at least one group, or be null for the default`];
-  // node:tls only when the setting is used: the CLI's admin commands load this module too (~6 ms)
-  const { createSecureContext } = process.getBuiltinModule('node:tls');
-  const accepted = (list: string) => {
-    try {
-      createSecureContext({ ecdhCurve: list });
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  const unknown = groups.filter((name) => !/^[A-Za-z0-9_-]+$/.test(name) || !accepted(name));
-  if (unknown.length > 0) return [`${at}: ${unknown.map((n) => JSON.stringify(n)).join(', ')} ${unknown.length === 1 ? 'is not a key exchange group' : 'are not key exchange groups'} this Node's OpenSSL ${process.versions.openssl} knows (for example X25519MLKEM768, X25519, P-256, P-384)`];
-  // each name alone may pass where the list does not: `auto` (OpenSSL's own default) only stands alone
-  return accepted(groups.join(':')) ? [] : [`${at}: OpenSSL refuses the list ${JSON.stringify(groups.join(','))} as a whole (\`auto\` must stand alone)`];
-}
 
 /** `10.0.0.0/8`, `::1/128` or a bare address → [address, prefix, family] */
 export function parseCidr(text: string): [string, number, 'ipv4' | 'ipv6'] | null {
@@ -328,12 +290,28 @@ export function restartOnlyChanges(a: Config, b: Config): string[] {
   return Object.keys(before).filter((k) => before[k as keyof typeof before] !== after[k as keyof typeof after]);
 }
 
-/** Where the CLI finds the admin API: PORTICO_ADMIN_URL / PORTICO_ADMIN_TOKEN, else the local defaults. */
+/**
+ * Where the CLI finds the admin API, read as the server reads it: PORTICO_ADMIN_URL, else admin.host
+ * and admin.port of the configuration file (PORTICO_CONFIG …) with the variables over it; the token
+ * from PORTICO_ADMIN_TOKEN or admin.token, else <dataDir>/admin-token. Only these settings are read: a
+ * problem elsewhere in the file is the server's to report, one in these stops the command.
+ */
 export function cliSettings(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): { url: string; token: string | null; tokenFile: string } {
-  const port = env.PORTICO_ADMIN_PORT || '9180';
-  const host = env.PORTICO_ADMIN_HOST || '127.0.0.1';
-  const tokenFile = path.resolve(cwd, env.PORTICO_DATA_DIR || './data', 'admin-token');
-  let token = env.PORTICO_ADMIN_TOKEN || null;
+  const configFile = configFileOf(env, cwd);
+  // with both variables the file holds nothing the command needs
+  const tree = env.PORTICO_ADMIN_URL && env.PORTICO_ADMIN_TOKEN ? {} : parseTree(readText(configFile), configFile);
+  // the variables' own problems (a blank list …) are in settings the command does not read
+  applyEnv(tree, env, []);
+  const problems: string[] = [];
+  const read = new Reader(tree, problems, VARIABLE_AT);
+  let url = env.PORTICO_ADMIN_URL || null;
+  if (url === null) {
+    const host = ipAddress(read.string('admin.host', '127.0.0.1'), 'admin.host (PORTICO_ADMIN_HOST)', '127.0.0.1 or ::1', problems) ?? '127.0.0.1';
+    url = `http://${host.includes(':') ? `[${host}]` : host}:${read.port('admin.port', 9180)}`;
+  }
+  let token = read.secret('admin.token');
+  const tokenFile = path.resolve(cwd, read.string('dataDir', './data'), 'admin-token');
+  if (problems.length > 0) throw new ConfigError(problems);
   if (!token) {
     try {
       token = readFileSync(tokenFile, 'utf8').trim() || null;
@@ -341,5 +319,5 @@ export function cliSettings(env: NodeJS.ProcessEnv = process.env, cwd = process.
       token = null;
     }
   }
-  return { url: env.PORTICO_ADMIN_URL || `http://${host.includes(':') ? `[${host}]` : host}:${port}`, token, tokenFile };
+  return { url, token, tokenFile };
 }

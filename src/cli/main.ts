@@ -5,6 +5,7 @@
 import './compile-cache.ts';
 import { parseArgs } from 'node:util';
 import { adminRequest, AdminError, httpsUrl, publicHttpsPort } from './admin-client.ts';
+import { ConfigError } from '../config.ts';
 import { DOMAIN_COMMANDS } from './domain-commands.ts';
 import { checkOptions, json, UsageError, type Command, type Option, type Values } from './options.ts';
 
@@ -218,9 +219,9 @@ async function main(argv: string[]): Promise<number> {
     await command.run(values, positionals);
     return name === 'serve' ? -1 : 0;
   } catch (err) {
-    if (err instanceof AdminError || err instanceof UsageError) {
+    if (err instanceof AdminError || err instanceof UsageError || err instanceof ConfigError) {
       console.error(`portico ${name}: ${err.message}`);
-      return err instanceof UsageError ? 2 : 1;
+      return err instanceof AdminError ? 1 : 2;
     }
     throw err;
   }

@@ -23,6 +23,8 @@ export async function runServer(requestedWorkers: number | undefined): Promise<v
     throw err;
   }
   const log = createLogger(config.log.level);
+  // PORTICO_* variables Portico does not read (a misspelt one), said once at start (by the primary)
+  if (cluster.isPrimary) for (const warning of config.warnings) log.warn(warning);
   // embedded state has one owner; with Redis every core can serve
   const workers = config.redis.url ? (requestedWorkers ?? availableParallelism()) : 1;
   if (!config.redis.url && requestedWorkers !== undefined && requestedWorkers > 1) {

@@ -1,32 +1,13 @@
 // Settings that used to pass the configuration and then failed later (or never): each one is now a
 // problem in the one report, naming its variable. Regression tests for a tester's findings.
-import t, { type Test } from 'tap';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import t from 'tap';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { ConfigError, parseConfig, type Config } from '../../src/config.ts';
+import { YAML, problems, withEnv } from '../helpers/config-bed.ts';
 import { parseRedisUrl, redact } from '../../src/state/redis-url.ts';
 import { selfSigned } from '../../src/certs/fallback.ts';
 import { cleanup, tempDir } from '../helpers/portico.ts';
 import { UNPARSEABLE_WITH_SECRETS } from '../helpers/redis-url-secrets.ts';
-
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const DEFAULT_FILE = path.join(ROOT, 'config/portico.yaml');
-const YAML = readFileSync(DEFAULT_FILE, 'utf8');
-
-function withEnv(env: Record<string, string>, text = YAML): Config {
-  return parseConfig(text, DEFAULT_FILE, env, ROOT);
-}
-
-function problems(t: Test, env: Record<string, string>, text = YAML): string[] {
-  try {
-    withEnv(env, text);
-  } catch (err) {
-    t.type(err, ConfigError);
-    return (err as ConfigError).problems;
-  }
-  t.fail(`accepted: ${JSON.stringify(env)}`);
-  return [];
-}
 
 t.test('issue: a Redis URL that does not parse showed its password', async (t) => {
   const forms: ReadonlyArray<readonly [string, readonly string[]]> = [
