@@ -296,7 +296,7 @@ export function restartOnlyChanges(a: Config, b: Config): string[] {
  * from PORTICO_ADMIN_TOKEN or admin.token, else <dataDir>/admin-token. Only these settings are read: a
  * problem elsewhere in the file is the server's to report, one in these stops the command.
  */
-export function cliSettings(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): { url: string; token: string | null; tokenFile: string } {
+export function cliSettings(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): { url: string; token: string | null; tokenFile: string; tokenFrom: string } {
   const configFile = configFileOf(env, cwd);
   // with both variables the file holds nothing the command needs
   const tree = env.PORTICO_ADMIN_URL && env.PORTICO_ADMIN_TOKEN ? {} : parseTree(readText(configFile), configFile);
@@ -312,12 +312,15 @@ export function cliSettings(env: NodeJS.ProcessEnv = process.env, cwd = process.
   let token = read.secret('admin.token');
   const tokenFile = path.resolve(cwd, read.string('dataDir', './data'), 'admin-token');
   if (problems.length > 0) throw new ConfigError(problems);
+  // where the token came from, for a refusal to name (never the token)
+  let tokenFrom = env.PORTICO_ADMIN_TOKEN?.trim() ? 'PORTICO_ADMIN_TOKEN' : `admin.token of ${configFile}`;
   if (!token) {
+    tokenFrom = tokenFile;
     try {
       token = readFileSync(tokenFile, 'utf8').trim() || null;
     } catch {
       token = null;
     }
   }
-  return { url, token, tokenFile };
+  return { url, token, tokenFile, tokenFrom };
 }

@@ -87,7 +87,7 @@ function unreachable(url: string, err: Error & { cause?: Error & { code?: string
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function adminRequest(method: string, path: string, body?: Record<string, unknown>): Promise<any> {
-  const { url, token, tokenFile } = cliSettings();
+  const { url, token, tokenFile, tokenFrom } = cliSettings();
   const base = adminBaseUrl(url);
   if (!token) throw new AdminError(`no admin token: set PORTICO_ADMIN_TOKEN, or run this where ${tokenFile} exists (Portico writes it on first start)`, true);
   const timeoutMs = cliTimeoutMs();
@@ -135,8 +135,8 @@ export async function adminRequest(method: string, path: string, body?: Record<s
   }
   if (response.status === 401) {
     // where the token came from, never the token: a stale admin-token file is the usual cause
-    const source = process.env.PORTICO_ADMIN_TOKEN
-      ? 'PORTICO_ADMIN_TOKEN; it is not the token this Portico uses (its own PORTICO_ADMIN_TOKEN, else the admin-token file in its data dir)'
+    const source = tokenFrom !== tokenFile
+      ? `${tokenFrom}; it is not the token this Portico uses (its own PORTICO_ADMIN_TOKEN or admin.token, else the admin-token file in its data dir)`
       : `${tokenFile}; a stale file is the usual cause (left by another start or data dir, while this Portico uses another token): set PORTICO_ADMIN_TOKEN, or PORTICO_DATA_DIR to this Portico's data dir`;
     throw new AdminError(`the admin API at ${url} refused the admin token (401 unauthorized) read from ${source}`, true);
   }
