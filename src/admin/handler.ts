@@ -14,6 +14,7 @@ import { createProject, getProject, projectDetail, projectView, updateProject } 
 import { domainView, type DomainRegistry } from '../domains/registry.ts';
 import { hostnameFromHost } from '../routing/hostname.ts';
 import { dashboardCsp, dashboardPage } from './dashboard.ts';
+import { answerable, domainName, DOMAIN_STATUSES, HEALTHS, hostnameInput, pathParams, queryFilter, quoted, shown } from './input.ts';
 
 export interface AdminDeps {
   config: Config;
@@ -114,6 +115,11 @@ export class LastAnswers {
 export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boolean } = {}): (req: IncomingMessage, res: ServerResponse) => void {
   const { config, stores, metrics, log, domains } = deps;
   const project = (id: string) => getProject(id, stores);
+  // a project and a hostname of it from the path (a name no domain can have is refused here, quoted safely)
+  const named = async (id: string, hostname: string) => {
+    const found = await project(id);
+    return { found, hostname: domainName(hostname, found.name) };
+  };
   const expected = createHash('sha256').update(deps.adminToken).digest();
   const body = (req: IncomingMessage, optional = false) => readJsonObject(req, MAX_ADMIN_BODY, { optional });
   const { lastAnswers } = deps;
@@ -123,7 +129,7 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
     ['POST', /^\/admin\/accounts$/, async (req) => ({ status: 201, body: await createAccount(await body(req), stores, config) })],
     ['GET', /^\/admin\/accounts\/(?<id>[^/]+)$/, async (_req, { id }) => {
       const account = await stores.accounts.get(id);
-      if (!account) throw new HttpError('not_found', `No account ${id}.`);
+      if (!account) throw new HttpError('not_found', `No account ${shown(id)}.`);
       return { status: 200, body: accountView(account, config) };
     }],
     ['PATCH', /^\/admin\/accounts\/(?<id>[^/]+)$/, async (req, { id }) => ({ status: 200, body: await updateAccount(id, await body(req), stores, config) })],
@@ -144,7 +150,7 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
     }],
     ['POST', /^\/admin\/projects$/, async (req) => ({ status: 201, body: await createProject(await body(req), stores, config) })],
     ['GET', /^\/admin\/projects$/, async (req) => {
-      const accountId = new URL(req.url ?? '/', 'http://admin').searchParams.get('accountId');
+      const accountId = queryFilter(new URL(req.url ?? '/', 'http://admin').searchParams, 'accountId');
       const all = await stores.projects.list();
       return { status: 200, body: all.filter((p) => !accountId || p.accountId === accountId).map((p) => projectView(p, config)) };
     }],
@@ -153,39 +159,53 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
     ['POST', /^\/admin\/projects\/(?<id>[^/]+)\/domains$/, async (req, { id }) => {
       const input = await body(req);
       onlyKeys(input, ['hostname']);
-      return { status: 201, body: domainView(await domains.add(await project(id), input.hostname)) };
+      return { status: 201, body: domainView(await domains.add(await project(id), hostnameInput(input.hostname))) };
     }],
     ['GET', /^\/admin\/projects\/(?<id>[^/]+)\/domains$/, async (req, { id }) => {
       const query = new URL(req.url ?? '/', 'http://admin').searchParams;
-      const list = await domains.list(await project(id), { status: query.get('status'), health: query.get('health') });
+      const filters = { status: queryFilter(query, 'status', DOMAIN_STATUSES), health: queryFilter(query, 'health', HEALTHS) };
+      const list = await domains.list(await project(id), filters);
       return { status: 200, body: list.map(domainView) };
     }],
-    ['GET', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)$/, async (_req, { id, hostname }) => ({ status: 200, body: domainView(await domains.get(await project(id), hostname)) })],
-    ['GET', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)\/events$/, async (_req, { id, hostname }) => ({ status: 200, body: await domains.events(await project(id), hostname) })],
-    ['POST', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)\/verify$/, async (req, { id, hostname }) => {
-      onlyKeys(await body(req, true), []);
-      return { status: 200, body: domainView(await domains.verify(await project(id), hostname)) };
+    ['GET', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)$/, async (_req, params) => {
+      const { found, hostname } = await named(params.id, params.hostname);
+      return { status: 200, body: domainView(await domains.get(found, hostname)) };
     }],
-    ['POST', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)\/reverify$/, async (req, { id, hostname }) => {
-      onlyKeys(await body(req, true), []);
-      return { status: 200, body: domainView(await domains.reverify(await project(id), hostname)) };
+    ['GET', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)\/events$/, async (_req, params) => {
+      const { found, hostname } = await named(params.id, params.hostname);
+      return { status: 200, body: await domains.events(found, hostname) };
     }],
-    ['PATCH', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)$/, async (req, { id, hostname }) => {
+    ['POST', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)\/verify$/, async (req, params) => {
+      onlyKeys(await body(req, true), []);
+      const { found, hostname } = await named(params.id, params.hostname);
+      return { status: 200, body: domainView(await domains.verify(found, hostname)) };
+    }],
+    ['POST', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)\/reverify$/, async (req, params) => {
+      onlyKeys(await body(req, true), []);
+      const { found, hostname } = await named(params.id, params.hostname);
+      return { status: 200, body: domainView(await domains.reverify(found, hostname)) };
+    }],
+    ['PATCH', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)$/, async (req, params) => {
       const input = await body(req);
       onlyKeys(input, ['primary', 'hsts']);
-      return { status: 200, body: domainView(await domains.patch(await project(id), hostname, input)) };
+      const { found, hostname } = await named(params.id, params.hostname);
+      return { status: 200, body: domainView(await domains.patch(found, hostname, input)) };
     }],
-    ['DELETE', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)$/, async (_req, { id, hostname }) => {
-      await domains.remove(await project(id), hostname);
+    ['DELETE', /^\/admin\/projects\/(?<id>[^/]+)\/domains\/(?<hostname>[^/]+)$/, async (_req, params) => {
+      const { found, hostname } = await named(params.id, params.hostname);
+      await domains.remove(found, hostname);
       return { status: 204 };
     }],
     ['POST', /^\/admin\/projects\/(?<id>[^/]+)\/redirects$/, async (req, { id }) => {
       const input = await body(req);
       onlyKeys(input, ['from', 'to', 'status']);
-      return { status: 201, body: await domains.addRedirect(await project(id), input) };
+      const found = await project(id);
+      if (typeof input.from === 'string') domainName(input.from, found.name);
+      return { status: 201, body: await domains.addRedirect(found, input) };
     }],
-    ['DELETE', /^\/admin\/projects\/(?<id>[^/]+)\/redirects\/(?<from>[^/]+)$/, async (_req, { id, from }) => {
-      await domains.removeRedirect(await project(id), from);
+    ['DELETE', /^\/admin\/projects\/(?<id>[^/]+)\/redirects\/(?<from>[^/]+)$/, async (_req, params) => {
+      const { found, hostname } = await named(params.id, params.from);
+      await domains.removeRedirect(found, hostname);
       return { status: 204 };
     }],
   ];
@@ -201,7 +221,7 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
     const started = performance.now();
     res.once('finish', () => metrics.answered('admin', req.method, res.statusCode, (performance.now() - started) / 1000));
     if (!adminHostAllowed(req.headers.host, config.admin.hostnames)) {
-      return sendError(res, 'misdirected_request', `The admin listener answers requests for an IP address, localhost, or a name in PORTICO_ADMIN_HOSTNAMES, not ${JSON.stringify(req.headers.host)}.`);
+      return sendError(res, 'misdirected_request', `The admin listener answers requests for an IP address, localhost, or a name in PORTICO_ADMIN_HOSTNAMES, not ${quoted(req.headers.host ?? '')}.`);
     }
     // the fixed pages: HEAD wherever GET works (a load balancer's health check may use it; Node leaves
     // the body out), any other method 405, as on /admin/*
@@ -255,20 +275,20 @@ export function createAdminHandler(deps: AdminDeps, options: { metricsOnly?: boo
       if (method !== req.method && !(method === 'GET' && req.method === 'HEAD')) continue;
       let params: Params;
       try {
-        params = Object.fromEntries(Object.entries(match.groups ?? {}).map(([k, v]) => [k, decodeURIComponent(v)]));
-      } catch {
-        return sendError(res, 'invalid_request', 'The path is not valid percent-encoding.');
+        params = pathParams(match.groups ?? {});
+      } catch (err) {
+        return fail(res, err, log);
       }
       if (method === 'GET') {
         // the query is part of what was read (?status=, ?accountId=)
-        lastAnswers.answer(req.url ?? path, () => operation(req, params)).then(({ status, text }) => sendJsonText(res, status, text), (err) => fail(res, err, log));
+        lastAnswers.answer(req.url ?? path, () => operation(req, params)).then(({ status, text }) => sendJsonText(res, status, text), (err) => fail(res, answerable(err), log));
         return;
       }
       // a write may change what any read answered, also one that failed (Redis may have applied it)
       lastAnswers.forgetAll();
       operation(req, params).finally(() => lastAnswers.forgetAll()).then(
         ({ status, body }) => (status === 204 ? (res.writeHead(204), res.end()) : sendJson(res, status, body)),
-        (err) => fail(res, err, log),
+        (err) => fail(res, answerable(err), log),
       );
       return;
     }

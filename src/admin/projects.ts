@@ -5,6 +5,7 @@ import { HttpError } from '../errors.ts';
 import type { Project, Stores } from '../state/types.ts';
 import { domainView } from '../domains/registry.ts';
 import { newId, onlyKeys } from './accounts.ts';
+import { quoted, shown } from './input.ts';
 
 // labels that would read as the platform's own services
 const RESERVED = new Set(['www', 'api', 'admin', 'edge', 'staging', 'app', 'dashboard', 'status', 'mail', 'portico', 'acme', 'static', 'cdn', 'ns1', 'ns2']);
@@ -28,7 +29,7 @@ export async function createProject(body: Record<string, unknown>, stores: Store
 
 export async function getProject(id: string, stores: Stores): Promise<Project> {
   const project = await stores.projects.get(id);
-  if (!project) throw new HttpError('not_found', `No project ${id}.`);
+  if (!project) throw new HttpError('not_found', `No project ${shown(id)}.`);
   return project;
 }
 
@@ -46,7 +47,7 @@ export async function updateProject(id: string, body: Record<string, unknown>, s
   if (!('upstream' in body)) throw new HttpError('invalid_request', '"upstream" is required.');
   const project = await getProject(id, stores);
   const next = { ...project, upstream: body.upstream === null ? null : parseUpstream(body.upstream) };
-  if (!(await stores.projects.update(next))) throw new HttpError('not_found', `No project ${id}.`);
+  if (!(await stores.projects.update(next))) throw new HttpError('not_found', `No project ${shown(id)}.`);
   await stores.events.publish(`project:${id}`);
   return projectView(next, config);
 }
@@ -55,7 +56,7 @@ function parseName(value: unknown, config: Config): string {
   if (typeof value !== 'string') throw new HttpError('invalid_request', '"name" is required: a DNS label such as "shop".');
   const name = value.trim().toLowerCase();
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(name)) {
-    throw new HttpError('invalid_request', `"name" must be a DNS label: 1–63 of a–z, 0–9 and "-", not starting or ending with "-" (it becomes ${name || '<name>'}.${config.platform.domain}).`);
+    throw new HttpError('invalid_request', `"name" must be a DNS label: 1–63 of a–z, 0–9 and "-", not starting or ending with "-" (it becomes ${name ? shown(name, 70) : '<name>'}.${config.platform.domain}).`);
   }
   if (RESERVED.has(name) || [...config.api.hosts, ...config.api.stagingHosts, config.platform.cnameTarget].includes(`${name}.${config.platform.domain}`)) {
     throw new HttpError('invalid_request', `"${name}" is reserved; choose another name.`);
@@ -71,9 +72,9 @@ function parseUpstream(value: unknown): string {
   try {
     url = new URL(value);
   } catch {
-    throw new HttpError('invalid_request', `"upstream" is not a URL: ${JSON.stringify(value)}.${hint}`);
+    throw new HttpError('invalid_request', `"upstream" is not a URL: ${quoted(value)}.${hint}`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpError('invalid_request', `"upstream" must be an http:// or https:// URL, got ${JSON.stringify(value)}.${hint}`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpError('invalid_request', `"upstream" must be an http:// or https:// URL, got ${quoted(value)}.${hint}`);
   if (url.username || url.password || url.search || url.hash) throw new HttpError('invalid_request', '"upstream" must not carry credentials, a query or a fragment.');
   if (url.port === '0') throw new HttpError('invalid_request', '"upstream" names port 0, which nothing listens on; give the port of the deploy (1-65535).');
   return url.toString().replace(/\/$/, '');

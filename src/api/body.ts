@@ -16,12 +16,17 @@ export function isJsonContentType(value: string | undefined): boolean {
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
 }
 
-/** `optional`: a request without body and content type reads as `{}` (admin calls that need no body). */
+/**
+ * `optional`: an empty body reads as `{}` whatever its content type (admin calls that need no body):
+ * `curl -d ''` sends `Content-Type: application/x-www-form-urlencoded` with nothing after it, and a
+ * chunked body may end without a byte. A body with bytes in it must still be JSON.
+ */
 export async function readJsonObject(req: Request, maxBytes: number, { optional = false } = {}): Promise<Record<string, unknown>> {
   const contentType = req.headers['content-type'];
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge(maxBytes);
-  if (!isJsonContentType(contentType) && !(optional && contentType === undefined)) throw new HttpError('unsupported_media_type');
+  const empty = declared !== undefined && Number(declared) === 0;
+  if (!isJsonContentType(contentType) && !(optional && (empty || declared === undefined))) throw new HttpError('unsupported_media_type');
   const { chunks, size } = await readCapped(req, maxBytes);
   if (size === 0 && optional) return {};
   if (!isJsonContentType(contentType)) throw new HttpError('unsupported_media_type');
