@@ -29,7 +29,7 @@ export async function query<T>(what: string, name: string, run: () => Promise<T[
 
 // C0 and C1 controls, DEL, the line and paragraph separators, and the marks that reorder text on
 // screen (bidi overrides and isolates): none belongs in a DNS value, each can make a message lie
-const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/gu;
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/gu;
 const SHORT: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
 /** `value` with every unprintable character written as an escape (`\n`, `\x07`, `\u2028`) */

@@ -37,3 +37,9 @@ t.test('shortened-escape: generated values: never longer than max before the suf
   }
   t.pass('2000 generated values cut between characters');
 });
+
+t.test('every bidi mark is written as an escape, the Arabic letter mark (U+061C) too', async (t) => {
+  for (const mark of ['\u061c', '\u200e', '\u200f', '\u202a', '\u202e', '\u2066', '\u2069']) {
+    t.equal(printable(`a${mark}b`), `a\\u${mark.charCodeAt(0).toString(16).padStart(4, '0')}b`, `U+${mark.charCodeAt(0).toString(16).toUpperCase()}`);
+  }
+});
