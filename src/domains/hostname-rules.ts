@@ -1,4 +1,5 @@
-// Which hostnames an owner may add as a domain, and the DNS records they are shown (DESIGN §5).
+// Which hostnames an owner may add as a domain (and name as a redirect's target), and the DNS records
+// they are shown (DESIGN §5).
 // Pure: no I/O. The registrable domain comes from the Public Suffix List (tldts, ICANN section only:
 // an owner of foo.github.io does not control the github.io zone's apex records the way an owner of
 // example.com does, but they add CNAMEs under it all the same).
@@ -38,28 +39,9 @@ const LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const ASCII_OUTSIDE_HOSTNAME = /[\x00-\x2c\x2f\x3a-\x60\x7b-\x7f]/;
 
 export function validateDomainHostname(input: unknown, rules: HostnameRules): DomainHostname | { error: string } {
-  const name = typeof input === 'string' ? normalise(input) : '';
-  if (name === '') return { error: `A hostname is required; ${EXAMPLE}` };
-  if (isIpLiteral(name)) return { error: `IP addresses cannot be added as domains; ${EXAMPLE}` };
-  if (name.includes('*')) return { error: `Wildcard hostnames cannot be added as domains; add each hostname on its own, such as shop.example.com` };
-  const bad = ASCII_OUTSIDE_HOSTNAME.exec(name);
-  if (bad) return { error: `"${name}" contains ${JSON.stringify(bad[0])}, which cannot appear in a hostname; ${EXAMPLE}` };
-
-  if (/(^|\.)(\d+|0x[0-9a-f]*)$/.test(name)) return { error: `"${name}" ends in a number, which makes it read as an IP address; ${EXAMPLE}` };
-  const hostname = domainToASCII(name);
-  if (hostname === '') return { error: `"${name}" is not a valid hostname (it cannot be converted to IDNA); ${EXAMPLE}` };
-  // WHATWG host parsing reads '1.2.3' and '0x7f.1' as IPv4 addresses
-  if (net.isIP(hostname) !== 0) return { error: `IP addresses cannot be added as domains; ${EXAMPLE}` };
-
-  const labels = hostname.split('.');
-  for (const label of labels) {
-    if (label === '') return { error: `"${hostname}" has an empty label (two dots in a row, or a leading dot); ${EXAMPLE}` };
-    if (label.length > 63) return { error: `The label "${label.slice(0, 20)}…" is ${label.length} characters long; each part of a hostname between dots can have at most 63` };
-    if (!LABEL.test(label)) return { error: `The label "${label}" is not valid: use letters, digits and hyphens, not starting or ending with a hyphen` };
-    if (label.startsWith('xn--') && !isPunycode(label)) return { error: `The label "${label}" is not valid IDNA (punycode); enter the name in its Unicode form or check its spelling` };
-  }
-  if (hostname.length > 253) return { error: `"${hostname.slice(0, 30)}…" is ${hostname.length} characters long; a hostname can have at most 253` };
-  if (labels.length < 2) return { error: `"${hostname}" is a single label; ${EXAMPLE}` };
+  const checked = validateHostname(input, `IP addresses cannot be added as domains; ${EXAMPLE}`);
+  if ('error' in checked) return checked;
+  const { hostname } = checked;
   if (hostname === 'localhost' || hostname.endsWith('.localhost')) return { error: `localhost names cannot be added as domains; ${EXAMPLE}` };
 
   const platform = normalise(rules.platformDomain);
@@ -73,6 +55,39 @@ export function validateDomainHostname(input: unknown, rules: HostnameRules): Do
   if (!registrable) return { error: `${hostname} is a public suffix (like co.uk), which nobody registers; add a domain under it, such as example.${hostname}` };
   const apex = registrable === hostname;
   return { hostname, apex, label: apex ? '@' : hostname.slice(0, -(registrable.length + 1)) };
+}
+
+/**
+ * What makes a name a hostname at all, for a domain and for a redirect's target alike: not an IP
+ * address (`ipAddress` says so), no wildcard, IDNA that converts and decodes, a last label that is not
+ * a number (WHATWG URL parsing reads `example.123` as an IPv4 address), labels ≤ 63, total ≤ 253, at
+ * least two labels. What a domain may not be besides (localhost, the platform's names, a public
+ * suffix) is validateDomainHostname's.
+ */
+export function validateHostname(input: unknown, ipAddress: string): { hostname: string } | { error: string } {
+  const name = typeof input === 'string' ? normalise(input) : '';
+  if (name === '') return { error: `A hostname is required; ${EXAMPLE}` };
+  if (isIpLiteral(name)) return { error: ipAddress };
+  if (name.includes('*')) return { error: `Wildcard hostnames cannot be added as domains; add each hostname on its own, such as shop.example.com` };
+  const bad = ASCII_OUTSIDE_HOSTNAME.exec(name);
+  if (bad) return { error: `"${name}" contains ${JSON.stringify(bad[0])}, which cannot appear in a hostname; ${EXAMPLE}` };
+
+  if (/(^|\.)(\d+|0x[0-9a-f]*)$/.test(name)) return { error: `"${name}" ends in a number, which makes it read as an IP address; ${EXAMPLE}` };
+  const hostname = domainToASCII(name);
+  if (hostname === '') return { error: `"${name}" is not a valid hostname (it cannot be converted to IDNA); ${EXAMPLE}` };
+  // WHATWG host parsing reads '1.2.3' and '0x7f.1' as IPv4 addresses
+  if (net.isIP(hostname) !== 0) return { error: ipAddress };
+
+  const labels = hostname.split('.');
+  for (const label of labels) {
+    if (label === '') return { error: `"${hostname}" has an empty label (two dots in a row, or a leading dot); ${EXAMPLE}` };
+    if (label.length > 63) return { error: `The label "${label.slice(0, 20)}…" is ${label.length} characters long; each part of a hostname between dots can have at most 63` };
+    if (!LABEL.test(label)) return { error: `The label "${label}" is not valid: use letters, digits and hyphens, not starting or ending with a hyphen` };
+    if (label.startsWith('xn--') && !isPunycode(label)) return { error: `The label "${label}" is not valid IDNA (punycode); enter the name in its Unicode form or check its spelling` };
+  }
+  if (hostname.length > 253) return { error: `"${hostname.slice(0, 30)}…" is ${hostname.length} characters long; a hostname can have at most 253` };
+  if (labels.length < 2) return { error: `"${hostname}" is a single label; ${EXAMPLE}` };
+  return { hostname };
 }
 
 /** What the owner creates at their DNS provider; names are relative to the registrable domain. */

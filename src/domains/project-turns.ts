@@ -3,7 +3,8 @@
 // redirects into a domain that gets a redirect: DESIGN §5), so two changes to two of its domains at
 // once would both pass their checks: A→B and B→A both accepted made a loop. In this process the turns
 // are keyed by project; a lock per project in the lock store (Redis SET NX PX when state is shared,
-// certs/types.ts) makes instances take turns too. A change reads what it decides on inside its turn.
+// certs/types.ts) makes instances take turns too. A change reads what it decides on inside its turn;
+// one that reads another project's domain (a redirect to it) takes that project's turn as well.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockStore } from '../certs/types.ts';
 import { HttpError } from '../errors.ts';
@@ -16,14 +17,24 @@ const WAIT_MS = 6_000;
 const FIRST_PAUSE_MS = 10;
 const LONGEST_PAUSE_MS = 200;
 
-export type ProjectTurns = <T>(projectId: string, run: () => Promise<T>) => Promise<T>;
+/**
+ * Runs `run` in the turn of each project named. A change that touches two projects (a redirect to a
+ * domain of another project: its loop check reads that domain) takes both turns, always in the order
+ * of the sorted project ids, so two such changes cannot each hold one turn and wait for the other.
+ */
+export type ProjectTurns = <T>(projectIds: string | readonly string[], run: () => Promise<T>) => Promise<T>;
 
 export function projectTurns(locks: LockStore): ProjectTurns {
   const turns = keyedTurns();
-  return (projectId, run) => {
+  return (projectIds, run) => {
     // the wait counts from the request, also while earlier changes of this process go first
     const deadline = Date.now() + WAIT_MS;
-    return turns(projectId, () => holding(locks, `domains-of:${projectId}`, deadline, run));
+    const ordered = [...new Set(typeof projectIds === 'string' ? [projectIds] : projectIds)].sort();
+    const inTurns = ordered.reduceRight<() => Promise<unknown>>(
+      (inner, projectId) => () => turns(projectId, () => holding(locks, `domains-of:${projectId}`, deadline, inner)),
+      run,
+    );
+    return inTurns() as ReturnType<typeof run>;
   };
 }
 

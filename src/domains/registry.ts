@@ -6,7 +6,7 @@ import type { Config } from '../config.ts';
 import { HttpError } from '../errors.ts';
 import type { Domain, DomainHealth, DomainStatus, Project, RedirectStatus, Stores } from '../state/types.ts';
 import net from 'node:net';
-import { dnsRecords, storedHostname, validateDomainHostname } from './hostname-rules.ts';
+import { dnsRecords, storedHostname, validateDomainHostname, validateHostname } from './hostname-rules.ts';
 import { domainEvent, type DomainEvent } from './events.ts';
 import type { ProjectTurns } from './project-turns.ts';
 import type { DomainChecks } from './rechecks.ts';
@@ -127,7 +127,7 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
     reverify: async (project: Project, hostname: string) => runVerification(await domainOf(project, hostname), 'reverify'),
 
     patch: (project: Project, hostname: string, body: Record<string, unknown>) => oneAtATime(project, () => patch(project, hostname, body)),
-    addRedirect: (project: Project, body: Record<string, unknown>) => oneAtATime(project, () => addRedirect(project, body)),
+    addRedirect: (project: Project, body: Record<string, unknown>) => addRedirect(project, body),
     removeRedirect: (project: Project, from: string) => oneAtATime(project, () => removeRedirect(project, from)),
     remove: (project: Project, hostname: string) => oneAtATime(project, () => remove(project, hostname)),
   };
@@ -153,21 +153,58 @@ export function createDomainRegistry(deps: DomainRegistryDeps) {
     if (typeof body.to !== 'string' || body.to.trim() === '') throw new HttpError('invalid_request', '"to" is required: the hostname to send visitors to.');
     const status = (body.status === undefined ? 301 : body.status) as RedirectStatus;
     if (!REDIRECT_STATUSES.includes(status)) throw new HttpError('invalid_request', `"status" must be one of ${REDIRECT_STATUSES.join(', ')}.`);
-    const domain = await domainOf(project, body.from);
+    const from = (await domainOf(project, body.from)).hostname;
     const to = validateRedirectTarget(body.to);
-    if (to === domain.hostname) throw new HttpError('invalid_request', 'A domain cannot redirect to itself.');
+    if (to === from) throw new HttpError('invalid_request', 'A domain cannot redirect to itself.');
+    // The loop check reads the target, which may be a domain of another project: a change there (its
+    // redirect back to here) is made in that project's turn, so this one takes that turn too, or both
+    // pass their checks at once and make a loop. The target's project is read again inside the turns:
+    // removed and added to a third project meanwhile, the turns taken are the wrong ones.
+    for (let attempt = 1; ; attempt++) {
+      const targetProject = (await stores.domains.get(to))?.projectId;
+      const held = targetProject && targetProject !== project.id ? [project.id, targetProject] : [project.id];
+      const made = await deps.turns(held, async () => {
+        const target = await stores.domains.get(to);
+        if (target && !held.includes(target.projectId)) return null;
+        return redirectInTurn(project, from, to, status, target);
+      });
+      if (made) return made;
+      if (attempt === 3) throw new HttpError('service_unavailable', `${to} is moving between projects; try again shortly.`, { 'retry-after': '1' });
+    }
+  }
+
+  /** Decides on what it reads inside the turns of the project and of the target's project. */
+  async function redirectInTurn(project: Project, from: string, to: string, status: RedirectStatus, target: Domain | null) {
+    const domain = await domainOf(project, from);
     // a redirect to a domain that redirects back here closes a loop: said as such, since the chain's
     // advice (redirect to where the target leads) would be to redirect this domain to itself
-    const target = await stores.domains.get(to);
     if (target?.redirect?.to === domain.hostname) throw new HttpError('conflict', `${to} redirects to ${domain.hostname}: a redirect from ${domain.hostname} to ${to} would send visitors back and forth forever. Remove the redirect of ${to} first if ${domain.hostname} should redirect to it instead.`);
-    // a redirect to a domain that redirects itself is a chain
+    // a redirect to a domain that redirects itself is a chain, or a loop when it leads back here (over
+    // other projects' domains). No loop can form: whatever would close one redirects to a domain that
+    // redirects. The way back is followed only to say so: the chain's advice would close the loop too
+    const back = target?.redirect ? await wayBack(target, domain.hostname) : null;
+    if (back) throw new HttpError('conflict', `${to} leads back to ${domain.hostname} (${[domain.hostname, ...back].join(' → ')}): a redirect from ${domain.hostname} to ${to} would send visitors round in a loop forever. Remove one of those redirects first if ${domain.hostname} should redirect to ${to}.`);
     if (target?.redirect) throw new HttpError('conflict', `${to} redirects to ${target.redirect.to} itself; redirect ${domain.hostname} to ${target.redirect.to} instead, or remove the redirect of ${to} first.`);
+    // within a project a chain is refused either way round; a domain of another project may redirect
+    // here (o1 → k2 → elsewhere), or any account could block another's change by pointing at its domain
     const into = (await stores.domains.listByProject(project.id)).find((d) => d.redirect?.to === domain.hostname);
     if (into) throw new HttpError('conflict', `${into.hostname} redirects to ${domain.hostname}; a redirect of ${domain.hostname} would make that a chain. Redirect ${into.hostname} to ${to} first.`);
+    // a second redirect of the same domain replaces the first (README, Admin API)
     const next: Domain = { ...domain, redirect: { to, status }, primary: false };
     await save(next);
     if (domain.primary) await promoteNextPrimary(project.id);
     return { from: domain.hostname, to, status };
+  }
+
+  /** the hostnames from `start` along its redirects to `hostname`, or null when they lead elsewhere */
+  async function wayBack(start: Domain, hostname: string): Promise<string[] | null> {
+    const path = [start.hostname];
+    // no loop is stored, so the walk ends; the bound only stops one over records changing under it
+    for (let at: Domain | null = start; at?.redirect && path.length <= 16; at = await stores.domains.get(at.redirect.to)) {
+      path.push(at.redirect.to);
+      if (at.redirect.to === hostname) return path;
+    }
+    return null;
   }
 
   async function removeRedirect(project: Project, from: string): Promise<void> {
@@ -219,10 +256,18 @@ function parseHsts(value: unknown) {
   return { maxAge, ...(includeSubDomains !== undefined ? { includeSubDomains } : {}), ...(preload !== undefined ? { preload } : {}) };
 }
 
+const NOT_A_TARGET = '"to" must be a hostname such as www.example.com (no scheme, path, port or IP address).';
+
+/** ASCII that no hostname holds: a URL, a port, a space, a wildcard… (other characters go through IDNA) */
+const ASCII_NOT_IN_HOSTNAME = /[^-.0-9a-z\u0080-\uffff]/i;
+
+// A target is checked as a domain's hostname is (IDNA, a numeric last label, lengths: the same rules
+// and words), but may be what a domain may not: a site outside Portico, a name under the platform
+// domain (a project's default subdomain), an API hostname.
 function validateRedirectTarget(to: string): string {
-  const hostname = storedHostname(to);
-  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$/.test(hostname) || hostname.length > 253 || net.isIP(hostname) !== 0) {
-    throw new HttpError('invalid_request', '"to" must be a hostname such as www.example.com (no scheme, path, port or IP address).');
-  }
-  return hostname;
+  const name = to.trim();
+  if (ASCII_NOT_IN_HOSTNAME.test(name) || net.isIP(name) !== 0) throw new HttpError('invalid_request', NOT_A_TARGET);
+  const checked = validateHostname(name, NOT_A_TARGET);
+  if ('error' in checked) throw new HttpError('invalid_request', checked.error);
+  return checked.hostname;
 }
