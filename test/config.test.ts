@@ -330,8 +330,10 @@ t.test('cliSettings: the admin URL and the token, from the environment or the da
     url: 'http://127.0.0.1:9180',
     token: 'token-from-the-data-dir-0123',
     tokenFile: path.join(dataDir, 'admin-token'),
+    tokenFrom: path.join(dataDir, 'admin-token'),
   });
   t.equal(cliSettings({}, dir).token, 'token-from-the-data-dir-0123', 'the default data dir is ./data under the working directory');
+  t.equal(cliSettings({ PORTICO_DATA_DIR: 'data', PORTICO_ADMIN_TOKEN: TOKEN }, dir).tokenFrom, 'PORTICO_ADMIN_TOKEN', 'where the token came from, for a refusal to name');
   t.equal(cliSettings({ PORTICO_ADMIN_TOKEN: '' }, dir).token, 'token-from-the-data-dir-0123', 'an empty variable counts as unset');
   t.equal(cliSettings({ PORTICO_DATA_DIR: 'data', PORTICO_ADMIN_TOKEN: TOKEN }, dir).token, TOKEN, 'the variable wins over the file');
   t.equal(cliSettings({ PORTICO_DATA_DIR: path.join(dir, 'elsewhere') }, dir).token, null, 'no variable and no file');
