@@ -3,6 +3,8 @@
 // The compile cache comes first, before any module worth caching is compiled; the server's own
 // modules load through import() in `serve`, so admin commands start without them.
 import './compile-cache.ts';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { adminRequest, AdminError, httpsUrl, publicHttpsPort } from './admin-client.ts';
 import { ConfigError } from '../config.ts';
@@ -160,8 +162,14 @@ function listing(names: string[]): string {
 
 function help(): string {
   return `Usage: portico <command> [options]\n\nCommands:\n${listing(Object.keys(COMMANDS))}\n
-The admin commands talk to PORTICO_ADMIN_URL (default http://127.0.0.1:9180) with PORTICO_ADMIN_TOKEN
+"portico --version" prints the release. The admin commands talk to PORTICO_ADMIN_URL (default http://127.0.0.1:9180) with PORTICO_ADMIN_TOKEN
 (default: the token saved in the data dir on first start). "portico <command> --help" for details.`;
+}
+
+/** `portico 0.1.0 (Node v24.…)`: the release, as in package.json, and the runtime */
+function version(): string {
+  const { version } = JSON.parse(readFileSync(path.join(import.meta.dirname, '../../package.json'), 'utf8')) as { version: string };
+  return `portico ${version} (Node ${process.version})`;
 }
 
 function groupHelp(group: string): string {
@@ -178,6 +186,10 @@ function commandHelp(c: Command): string {
 async function main(argv: string[]): Promise<number> {
   const name = [argv.slice(0, 2).join(' '), argv[0]].find((n) => n in COMMANDS);
   if (!name) {
+    if (argv.length === 1 && ['--version', '-v', 'version'].includes(argv[0])) {
+      console.log(version());
+      return 0;
+    }
     if (isHelp(argv[0]) && (argv.length === 1 || GROUPS.has(argv[1]))) {
       console.log(argv.length === 1 ? help() : groupHelp(argv[1]));
       return 0;

@@ -4,7 +4,7 @@
 import t from 'tap';
 import http from 'node:http';
 import net from 'node:net';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { startPortico, tempDir, cleanup, ADMIN_TOKEN } from '../helpers/portico.ts';
 import { admin } from '../helpers/client.ts';
 import { cliRunner } from '../helpers/cli.ts';
@@ -185,6 +185,16 @@ t.test('GROUP --help prints the group\'s usage and exits 0', async (t) => {
   t.match(bare.stderr, 'portico accounts create');
   t.equal(unknown.code, 2);
   t.match(unknown.stderr, 'unknown command "accounts frob"');
+});
+
+t.test('portico --version (also -v, version): the release and the runtime, exit 0', async (t) => {
+  const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
+  for (const args of [['--version'], ['-v'], ['version']]) {
+    const run = await cli(args);
+    t.equal(run.code, 0, args[0]);
+    t.equal(run.stdout.trim(), `portico ${version} (Node ${process.version})`, args[0]);
+  }
+  t.equal((await cli(['--version', 'extra'])).code, 2, 'with anything after it: bad usage');
 });
 
 t.test('portico with no arguments is bad usage: the help on stderr, exit 2', async (t) => {
