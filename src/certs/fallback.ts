@@ -4,7 +4,7 @@
 // directly under a single-label name), so `curl --cacert certs/fallback.crt` works for them.
 import { existsSync, mkdirSync, readFileSync, writeFileSync, renameSync } from 'node:fs';
 import { webcrypto, randomBytes, createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
-import { userInfo } from 'node:os';
+import { runningUser } from '../running-user.ts';
 import path from 'node:path';
 import { isIP } from 'node:net';
 
@@ -47,12 +47,7 @@ function readPem(file: string, certsDir: string): string {
     const code = (err as NodeJS.ErrnoException).code;
     if (code !== 'EACCES' && code !== 'EPERM') throw err;
     // the usual cause: a first start as root, then a start as a service user
-    let user = String(process.getuid?.() ?? 'the user running Portico');
-    try {
-      user = userInfo().username;
-    } catch {
-      // a uid without a passwd entry (containers): chown takes the number
-    }
+    const user = runningUser().name;
     throw new Error(`cannot read ${file}: the files of the certs dir ${certsDir} (PORTICO_CERTS_DIR) must belong to the user running Portico (${user}): chown -R ${user} ${certsDir}`, { cause: err });
   }
 }

@@ -4,7 +4,7 @@
 // not take writes (a full disk), changes reject with STATE_UNAVAILABLE and health() is 'down'; both
 // end by themselves once it does again (WriteHealth below, AppendLog.probe).
 import { mkdirSync } from 'node:fs';
-import { userInfo } from 'node:os';
+import { runningUser } from '../running-user.ts';
 import path from 'node:path';
 import { AppendLog, type AppendLogOptions, type WriteReports } from './append-log.ts';
 import { lockDataDir } from './data-dir-lock.ts';
@@ -179,13 +179,7 @@ function logOptions(writes: WriteHealth, tell: EmbeddedEvents): (file: string) =
 function notOurs(err: unknown, dataDir: string): unknown {
   const code = (err as NodeJS.ErrnoException).code;
   if (code !== 'EACCES' && code !== 'EPERM') return err;
-  const uid = process.getuid?.();
-  let user = uid === undefined ? 'the user running Portico' : String(uid);
-  try {
-    user = userInfo().username;
-  } catch {
-    // a uid without a passwd entry (containers): chown takes the number
-  }
+  const { name: user, uid } = runningUser();
   return new Error(`the data dir ${dataDir} (PORTICO_DATA_DIR) holds files this process (user ${user}${uid === undefined ? '' : `, uid ${uid}`}) may not open; they must belong to the user running Portico: chown -R ${user} ${dataDir}`, { cause: err });
 }
 
