@@ -111,7 +111,16 @@ export function createDomainChecks(deps: DomainChecksDeps) {
     async scheduleFirst(domain: Domain): Promise<void> {
       if (domain.nextCheckAt) await scheduler.at(DOMAIN_CHECK, domain.hostname, Date.parse(domain.nextCheckAt));
     },
-    forget: (hostname: string) => scheduler.cancel(DOMAIN_CHECK, hostname),
+    /**
+     * A removed domain's automatic checks stop. The job is cancelled after the record went, so when the
+     * name was added back in between (two requests, two instances) the new domain's first check, already
+     * scheduled under the same name, went with it: it is set again from the new record.
+     */
+    async forget(hostname: string): Promise<void> {
+      await scheduler.cancel(DOMAIN_CHECK, hostname);
+      const current = await stores.domains.get(hostname);
+      if (current?.nextCheckAt && !checksStopped(current)) await scheduler.at(DOMAIN_CHECK, hostname, Date.parse(current.nextCheckAt));
+    },
     /**
      * Once per state backend: domains stored before automatic checks existed (no nextCheckAt) get
      * their first check — pending and failed ones within one pending interval, verified ones spread

@@ -34,11 +34,12 @@ const { dns, stores, clock, now, checks } = await startChecksBed(t, 'check-after
 });
 const verified: Domain[] = [];
 
-async function add(): Promise<Domain> {
+async function add(nextCheckAt?: number): Promise<Domain> {
   const at = new Date(now()).toISOString();
   const domain: Domain = {
     hostname, projectId: 'prj_1', accountId: 'acc_1', primary: false, status: 'pending', apex: false, records: [], diagnostics: [], certificate: { status: 'none' },
     createdAt: at, recheck: { since: at, attempts: 0, failuresInRow: 0 },
+    ...(nextCheckAt ? { nextCheckAt: new Date(nextCheckAt).toISOString() } : {}),
   };
   t.equal(await stores.domains.create(domain), null, 'added');
   return (await stores.domains.get(hostname))!;
@@ -75,3 +76,25 @@ for (const reason of ['verify', 'recheck'] as const) {
     await stores.domains.remove(hostname, new Date(now()).toISOString());
   });
 }
+
+// The removal cancels the name's scheduled check once the record is gone; a name added back in between
+// had its own first check scheduled under the same name, and lost it: no automatic check ever came.
+t.test("a removal's cancel leaves the first check of the name added back meanwhile", async (t) => {
+  // the scheduler has looked at the store: this hour's due times are loaded, as in a running Portico
+  t.same(await stores.schedule.claim(now(), 10, 60_000), [], 'nothing due yet');
+  const old = await add(now() + 60_000);
+  await checks.scheduleFirst(old);
+  t.ok(await stores.domains.remove(hostname, new Date(now()).toISOString()), 'removed');
+  clock.ms += 1_000;
+  const added = await add(now() + 60_000);
+  await checks.scheduleFirst(added);
+  // the removal goes on: its checks stop
+  await checks.forget(hostname);
+  const due = await stores.schedule.claim(now() + 120_000, 10, 60_000);
+  t.same(due.map((job) => [job.kind, job.key, job.dueAt]), [['domain-check', hostname, Date.parse(added.nextCheckAt!)]], "the new domain's first check is still scheduled");
+  for (const job of due) await stores.schedule.finish(job);
+  // and a removal with nothing added back leaves no check behind
+  t.ok(await stores.domains.remove(hostname, new Date(now()).toISOString()), 'removed again');
+  await checks.forget(hostname);
+  t.same(await stores.schedule.claim(now() + 120_000, 10, 60_000), [], 'no check of a removed name');
+});
