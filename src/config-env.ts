@@ -61,7 +61,7 @@ const NEEDS_AN_ENTRY: ReadonlySet<string> = new Set(['api.hosts', 'https.keyExch
 export function applyEnv(tree: Record<string, unknown>, env: NodeJS.ProcessEnv, problems: string[]): void {
   for (const [name, at, kind] of ENV) {
     const raw = env[name];
-    if (raw === undefined || raw === '') continue;
+    if (raw === undefined || raw === '' || shadowedByServiceLink(name, env)) continue;
     const value = fromEnv(raw, kind);
     if (Array.isArray(value) && value.length === 0 && !NEEDS_AN_ENTRY.has(at)) {
       problems.push(`${at} (${name}) lists nothing, got ${JSON.stringify(raw)}: an empty or unset variable keeps the file's setting (\`${at}: []\` there lists none)`);
@@ -84,6 +84,28 @@ export function unknownVariables(env: NodeJS.ProcessEnv): string[] {
       const near = closest(name);
       return `${name} is not a variable Portico reads; it is ignored${near ? `. Did you mean ${near}?` : ''}`;
     });
+}
+
+const PORT_VARIABLES: ReadonlySet<string> = new Set(ENV.filter(([, , kind]) => kind === 'port').map(([name]) => name));
+
+/**
+ * A port variable holding a Kubernetes service link: a Service named portico-admin (-http, -https,
+ * -metrics) in the pod's namespace sets PORTICO_ADMIN_PORT=tcp://10.96.0.21:9180 beside
+ * PORTICO_ADMIN_SERVICE_HOST. Not the operator's setting: ignored, with a line saying so, where
+ * reading it stopped the start ("must be a port").
+ */
+function shadowedByServiceLink(name: string, env: NodeJS.ProcessEnv): boolean {
+  if (!PORT_VARIABLES.has(name)) return false;
+  return /^(tcp|udp|sctp):\/\/\S+:\d+$/.test(env[name] ?? '') && Boolean(env[`${name.slice(0, -'_PORT'.length)}_SERVICE_HOST`]);
+}
+
+
+/** one line for each port variable a Kubernetes service link has set (shadowedByServiceLink) */
+export function serviceLinkWarnings(env: NodeJS.ProcessEnv): string[] {
+  return ENV.filter(([name]) => shadowedByServiceLink(name, env)).map(([name, at]) => {
+    const service = name.slice(0, -'_PORT'.length).toLowerCase().replaceAll('_', '-');
+    return `${name}=${env[name]} is the Kubernetes service link of a Service named ${service}, not a port: ignored, ${at} keeps the file's setting. Set enableServiceLinks: false in the pod spec (or name the Service otherwise) to be rid of it`;
+  });
 }
 
 // https://kubernetes.io/docs/concepts/services-networking/service/#environment-variables:

@@ -7,7 +7,7 @@ import net from 'node:net';
 import { createRequire } from 'node:module';
 import type { Limit } from './ratelimit/limiter.ts';
 import { Reader, isObject } from './config-reader.ts';
-import { VARIABLE_AT, applyEnv, unknownVariables } from './config-env.ts';
+import { VARIABLE_AT, applyEnv, serviceLinkWarnings, unknownVariables } from './config-env.ts';
 import { acmeDirectoryProblems, acmeEmail, dnsServerProblem, ipAddress, keyExchangeProblems } from './config-checks.ts';
 import { parseRedisUrl } from './state/redis-url.ts';
 import { directoryProblems, platformPairProblems } from './config-files.ts';
@@ -177,7 +177,7 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
       shutdownMs: read.ms('timeouts.shutdownMs', 10000, 0),
     },
     log: { level: read.oneOf('log.level', ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const, 'info') },
-    warnings: unknownVariables(env),
+    warnings: [...unknownVariables(env), ...serviceLinkWarnings(env)],
   };
   config.acme.email = acmeEmail(config.acme.email, problems);
   problems.push(...acmeDirectoryProblems(read.value('acme.directory')));

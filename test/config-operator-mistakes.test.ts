@@ -25,6 +25,15 @@ const K8S_SERVICE_LINKS = {
   PORTICO_REDIS_PORT: 'tcp://10.96.0.22:6379',
 };
 
+// a Service named portico-admin or portico-metrics in the pod's namespace: Kubernetes sets these
+const SHADOWING_LINKS = {
+  PORTICO_ADMIN_PORT: 'tcp://10.96.0.21:9180',
+  PORTICO_ADMIN_SERVICE_HOST: '10.96.0.21',
+  PORTICO_ADMIN_SERVICE_PORT: '9180',
+  PORTICO_METRICS_PORT: 'tcp://10.96.0.23:9190',
+  PORTICO_METRICS_SERVICE_HOST: '10.96.0.23',
+};
+
 t.test('issue: a misspelled PORTICO_* variable was silently ignored', async (t) => {
   const warnings = withEnv({ PORTICO_REDIS_URI: 'redis://127.0.0.1:6379', PORTICO_ADMINTOKEN: ADMIN_TOKEN, PORTICO_HTTP_PROT: '8080', PORTICO_NOTHING_LIKE_IT: '1' }).warnings;
   t.strictSame(warnings, [
@@ -41,7 +50,7 @@ t.test('issue: a misspelled PORTICO_* variable was silently ignored', async (t) 
 });
 
 t.test('issue: a misspelled variable: the started process says so once, naming the variable meant', async (t) => {
-  const portico = await spawnPortico({ PORTICO_REDIS_URI: 'redis://127.0.0.1:1', PORTICO_ADMINTOKEN: 'x', ...K8S_SERVICE_LINKS });
+  const portico = await spawnPortico({ PORTICO_REDIS_URI: 'redis://127.0.0.1:1', PORTICO_ADMINTOKEN: 'x', ...K8S_SERVICE_LINKS, PORTICO_METRICS_PORT: SHADOWING_LINKS.PORTICO_METRICS_PORT, PORTICO_METRICS_SERVICE_HOST: SHADOWING_LINKS.PORTICO_METRICS_SERVICE_HOST });
   t.teardown(() => portico.kill());
   t.pass('started: a warning, not a refusal');
   // the start is over once it listens; its warnings come before
@@ -52,6 +61,23 @@ t.test('issue: a misspelled variable: the started process says so once, naming t
   t.ok(entries.some((e) => /PORTICO_REDIS_URI .*Did you mean PORTICO_REDIS_URL\?/.test(e.msg)), 'PORTICO_REDIS_URI → PORTICO_REDIS_URL');
   t.ok(entries.some((e) => /PORTICO_ADMINTOKEN .*Did you mean PORTICO_ADMIN_TOKEN\?/.test(e.msg)), 'PORTICO_ADMINTOKEN → PORTICO_ADMIN_TOKEN');
   t.notOk(portico.logs.some((line) => /PORTICO_(PORT|SERVICE_|ADMIN_SERVICE|REDIS_PORT)\w* is not/.test(line)), 'no word on the service links');
+  // a Service named portico-metrics: started all the same, and said once
+  t.equal(portico.logs.filter((line) => line.includes('PORTICO_METRICS_PORT=tcp://10.96.0.23:9190 is the Kubernetes service link')).length, 1, 'the shadowing link is named once');
+});
+
+
+t.test('issue: a Service named portico-admin or portico-metrics stopped the start (PORTICO_ADMIN_PORT=tcp://…)', async (t) => {
+  const config = withEnv(SHADOWING_LINKS);
+  t.equal(config.admin.port, 9180, "admin.port keeps the file's setting");
+  t.equal(config.metrics.port, null, 'metrics.port stays unset');
+  t.strictSame(config.warnings, [
+    "PORTICO_ADMIN_PORT=tcp://10.96.0.21:9180 is the Kubernetes service link of a Service named portico-admin, not a port: ignored, admin.port keeps the file's setting. Set enableServiceLinks: false in the pod spec (or name the Service otherwise) to be rid of it",
+    "PORTICO_METRICS_PORT=tcp://10.96.0.23:9190 is the Kubernetes service link of a Service named portico-metrics, not a port: ignored, metrics.port keeps the file's setting. Set enableServiceLinks: false in the pod spec (or name the Service otherwise) to be rid of it",
+  ]);
+  t.strictSame(problems(t, { PORTICO_ADMIN_PORT: 'tcp://10.96.0.21:9180' }), ['admin.port (PORTICO_ADMIN_PORT) must be a port number 0–65535, got "tcp://10.96.0.21:9180"'], 'without the Service beside it: a mistake');
+  const dir = tempDir('cli-service-link');
+  t.teardown(() => cleanup(dir));
+  t.equal(cliSettings({ ...SHADOWING_LINKS, PORTICO_ADMIN_TOKEN: ADMIN_TOKEN }, dir).url, 'http://127.0.0.1:9180', 'the CLI in the pod finds the admin API on its port');
 });
 
 t.test('issue: PORTICO_ACME_EMAIL was not checked (mailto:mailto:…, not-an-email)', async (t) => {
