@@ -89,19 +89,23 @@ export function createOrdering(options: OrderingOptions) {
   }
 
   // an order's steps go on the timeline of the domain it was placed for, not on one added back under
-  // the same name while it ran
+  // the same name while it ran: the store checks that and appends in one step
   const record = (domain: Domain) => async (event: DomainEvent) => {
     // an issuer's failure is told to the operator too, also when the order then goes on (the next
     // issuer, or once more after registering the account again) and ends well
     if (event.type === 'order_failed') log.warn({ hostname: domain.hostname, ...event.details, detail: event.message }, 'an issuer could not issue');
-    if (sameDomain(domain, await stores.domains.get(domain.hostname))) await stores.domains.appendEvent(domain.hostname, event);
+    await stores.domains.appendEvent(domain.hostname, event, domain.createdAt);
   };
 
-  /** `of`: only while the domain of that name is still this one */
+  /**
+   * `of`: only while the domain of that name is still this one. Written only onto the domain `update`
+   * read (the store compares its createdAt as it writes): one removed and added back between the read
+   * and the write does not get the old one's state.
+   */
   async function setCertificateState(hostname: string, update: (domain: Domain) => Domain['certificate'], event?: DomainEvent, of?: Domain): Promise<void> {
     const domain = await stores.domains.get(hostname);
     if (!domain || (of && !sameDomain(of, domain))) return;
-    await stores.domains.setCertificate(hostname, update(domain), event);
+    await stores.domains.setCertificate(hostname, update(domain), event, domain.createdAt);
   }
 
   function obtain(hostname: string, reason: OrderReason): Promise<OrderResult> {
@@ -263,7 +267,7 @@ export function createOrdering(options: OrderingOptions) {
         `${valid ? 'Renewed' : 'Got'} the certificate from ${issuer.name} (issued by ${issued.issuer}), valid until ${issued.notAfter}.`,
         { issuer: issued.issuer, directory: issuer.directory, notAfter: issued.notAfter, ...(reason === 'renewal' ? { renewal: true } : {}) },
         now(),
-      ));
+      ), domain.createdAt);
       await queue.remove(hostname);
       metrics.acmeOrders.inc({ result: 'success' });
       metrics.acmeOrderDuration.observe((now() - started) / 1000);
@@ -292,7 +296,7 @@ export function createOrdering(options: OrderingOptions) {
       nextAttemptAt: new Date(now() + delay).toISOString(),
       queuePosition: undefined,
       failures,
-    })).catch(() => undefined);
+    }), undefined, domain).catch(() => undefined);
     // a first certificate is tried again when the backoff ends; a renewal's own job does that
     if (!valid) options.onRetryDue(hostname, now() + delay);
     log.warn({ hostname, kind: err.kind, err: err.message }, 'certificate order failed');
@@ -350,7 +354,7 @@ export function createOrdering(options: OrderingOptions) {
       const known = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
       const at = new Date(Math.max(estimate?.(place) ?? known, now())).toISOString();
       if (domain.certificate.queuePosition === place && domain.certificate.nextAttemptAt === at) continue;
-      await stores.domains.setCertificate(hostname, { ...domain.certificate, queuePosition: place, nextAttemptAt: at });
+      await stores.domains.setCertificate(hostname, { ...domain.certificate, queuePosition: place, nextAttemptAt: at }, undefined, domain.createdAt);
     }
   }
 

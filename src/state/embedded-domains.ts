@@ -129,10 +129,11 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, optio
   }
 
   /** Rewrites the body file with `change` applied; false when the domain is gone. Runs in the domain's turn. */
-  async function rewrite(hostname: string, change: (body: BodyFile) => BodyFile): Promise<boolean> {
+  /** `of`: only while the domain of that name is the one created then (types.ts, setCertificate) */
+  async function rewrite(hostname: string, change: (body: BodyFile) => BodyFile, of?: string): Promise<boolean> {
     if (!index.get(hostname)) return false;
     const body = await readJson<BodyFile>(fileOf(hostname, 'domain'));
-    if (!body) return false;
+    if (!body || (of !== undefined && body.createdAt !== of)) return false;
     await writeDurable(fileOf(hostname, 'domain'), encodeBody(change(body)));
     return true;
   }
@@ -179,21 +180,22 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, optio
         if (!sameEntry(before, after)) await setEntry(domain.hostname, after);
         return read(domain.hostname);
       }),
-    setCertificate: async (hostname, certificate, event) => {
+    setCertificate: async (hostname, certificate, event, of) => {
       if (eventList(event).length === 0) {
         // no event: the certificate file alone, unless the body file already holds the state
         await serial(hostname, async () => {
           if (!index.get(hostname)) return;
           const body = await readJson<BodyFile>(fileOf(hostname, 'domain'));
-          if (body?.certificate) await rewrite(hostname, (b) => ({ ...b, certificate }));
+          if (!body || (of !== undefined && body.createdAt !== of)) return;
+          if (body.certificate) await rewrite(hostname, (b) => ({ ...b, certificate }));
           else await writeDurable(fileOf(hostname, 'certificate'), JSON.stringify(certificate));
         });
         return;
       }
-      await serial(hostname, () => rewrite(hostname, (body) => ({ ...body, certificate, events: appendBounded(body.events ?? [], eventList(event)) })));
+      await serial(hostname, () => rewrite(hostname, (body) => ({ ...body, certificate, events: appendBounded(body.events ?? [], eventList(event)) }), of));
     },
-    appendEvent: async (hostname, event) => {
-      await serial(hostname, () => rewrite(hostname, (body) => ({ ...body, events: appendBounded(body.events ?? [], [event]) })));
+    appendEvent: async (hostname, event, of) => {
+      await serial(hostname, () => rewrite(hostname, (body) => ({ ...body, events: appendBounded(body.events ?? [], [event]) }), of));
     },
     events: async (hostname) => {
       if (!index.get(hostname)) return [];

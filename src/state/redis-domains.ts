@@ -41,13 +41,16 @@ if #ARGV >= 5 then
 end
 return 1`;
 
-// Appends ARGV[2…] (events) to the timeline KEYS[3] and sets KEYS[2] to ARGV[1] (or nothing when
-// ''), only while the domain KEYS[1] exists.
+// Appends ARGV[3…] (events) to the timeline KEYS[3] and sets KEYS[2] to ARGV[2] (or nothing when
+// ''), only while the domain KEYS[1] exists and, unless ARGV[1] is '', was created at ARGV[1] (not
+// removed and added back since).
 const SET_IF_EXISTS = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if ARGV[1] ~= '' then redis.call('SET', KEYS[2], ARGV[1]) end
-if #ARGV >= 2 then
-  redis.call('RPUSH', KEYS[3], unpack(ARGV, 2))
+local record = redis.call('GET', KEYS[1])
+if not record then return 0 end
+if ARGV[1] ~= '' and cjson.decode(record).createdAt ~= ARGV[1] then return 0 end
+if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2]) end
+if #ARGV >= 3 then
+  redis.call('RPUSH', KEYS[3], unpack(ARGV, 3))
   redis.call('LTRIM', KEYS[3], -${MAX_DOMAIN_EVENTS}, -1)
 end
 return 1`;
@@ -89,7 +92,7 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
   client.defineCommand('porticoUpdateDomain', { numberOfKeys: 7, lua: UPDATE_DOMAIN });
   client.defineCommand('porticoRemoveDomain', { numberOfKeys: 10, lua: REMOVE_DOMAIN });
   const scripts = client as unknown as {
-    porticoSetIfExists(exists: string, key: string, events: string, value: string, ...event: string[]): Promise<number>;
+    porticoSetIfExists(exists: string, key: string, events: string, createdAt: string, value: string, ...event: string[]): Promise<number>;
     porticoUpdateDomain(...args: Array<string>): Promise<number>;
     porticoRemoveDomain(...args: Array<string>): Promise<number>;
   };
@@ -150,11 +153,11 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
         // a hostname whose status is gone was removed between the two reads
         return hostnames.flatMap((hostname, i) => (statuses[i] ? [{ hostname, status: statuses[i] as DomainStatus }] : []));
       },
-      setCertificate: async (hostname, certificate, event) => {
-        await write(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), JSON.stringify(certificate), ...eventTexts(event)));
+      setCertificate: async (hostname, certificate, event, of) => {
+        await write(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), of ?? '', JSON.stringify(certificate), ...eventTexts(event)));
       },
-      appendEvent: async (hostname, event) => {
-        await write(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), '', JSON.stringify(event)));
+      appendEvent: async (hostname, event, of) => {
+        await write(() => scripts.porticoSetIfExists(`portico:domain:${hostname}`, `portico:domain-cert:${hostname}`, eventsKey(hostname), of ?? '', '', JSON.stringify(event)));
       },
       events: async (hostname) => {
         const texts = await call(() => client.lrange(eventsKey(hostname), 0, -1));

@@ -176,11 +176,13 @@ export interface DomainStore {
   update(domain: Domain, event?: EventsToWrite): Promise<Domain | null>;
   /**
    * The certificate state alone, kept apart from the rest of the domain so the certificate manager
-   * and owner changes (redirects, primary, HSTS) never overwrite each other. No-op for an unknown domain.
+   * and owner changes (redirects, primary, HSTS) never overwrite each other. No-op for an unknown domain,
+   * and, given `of` (a domain's createdAt), for one removed and added back under the name meanwhile: the
+   * check and the write are one step, so a certificate order's result never lands on the new domain.
    */
-  setCertificate(hostname: string, certificate: CertificateState, event?: EventsToWrite): Promise<void>;
-  /** appends one event for a step that changes nothing else; no-op for an unknown domain */
-  appendEvent(hostname: string, event: DomainEvent): Promise<void>;
+  setCertificate(hostname: string, certificate: CertificateState, event?: EventsToWrite, of?: string): Promise<void>;
+  /** appends one event for a step that changes nothing else; no-op for an unknown domain (or another one, as setCertificate) */
+  appendEvent(hostname: string, event: DomainEvent, of?: string): Promise<void>;
   /** the domain's timeline, oldest first; [] for an unknown domain */
   events(hostname: string): Promise<DomainEvent[]>;
   /**

@@ -226,6 +226,23 @@ export function contract(backend: Backend): void {
       t.same(await reopened.domains.previousOwner('shop.example.com'), { accountId: 'acc_1', removedAt: LATER });
       t.equal(await reopened.domains.create(domain), null, 'it can be added again');
       t.match(await reopened.domains.get('shop.example.com'), { status: 'pending', certificate: { status: 'none' } }, 'fresh, without the old certificate state');
+
+      // removed and added back again (another createdAt): a writer for the domain that was there
+      // before (an order that ran across the removal) changes nothing on the new one, in one step
+      t.ok(await reopened.domains.remove('shop.example.com', LATER), 'removed once more');
+      t.equal(await reopened.domains.create({ ...domain, createdAt: LATER }), null, 'and added back: a new domain');
+      const step = (message: string) => ({ at: LATER, type: 'certificate_issued' as const, message });
+      await reopened.domains.setCertificate('shop.example.com', { status: 'issued', issuer: 'Old CA' }, step('old order, with its step'), CREATED);
+      await reopened.domains.setCertificate('shop.example.com', { status: 'failed', lastError: 'old order' }, undefined, CREATED);
+      await reopened.domains.appendEvent('shop.example.com', step('old order, its step alone'), CREATED);
+      t.match(await reopened.domains.get('shop.example.com'), { createdAt: LATER, certificate: { status: 'none' } }, "the old domain's writers leave the new one's certificate state");
+      t.notOk((await reopened.domains.events('shop.example.com')).some((e) => e.message.startsWith('old order')), "nor anything on its timeline");
+      await reopened.domains.setCertificate('shop.example.com', { status: 'pending' }, undefined, LATER);
+      t.match(await reopened.domains.get('shop.example.com'), { certificate: { status: 'pending' } }, "the new domain's own writer (no step)");
+      await reopened.domains.setCertificate('shop.example.com', { status: 'issued', issuer: 'New CA' }, step('new order'), LATER);
+      await reopened.domains.appendEvent('shop.example.com', step('new step'), LATER);
+      t.match(await reopened.domains.get('shop.example.com'), { certificate: { status: 'issued', issuer: 'New CA' } }, "its own writer (with a step)");
+      t.same((await reopened.domains.events('shop.example.com')).filter((e) => e.message.startsWith('new')).map((e) => e.message), ['new order', 'new step'], 'its own steps');
     });
 
     t.test('durability: the same state is seen again, and category ids are never reused', async (t) => {
