@@ -32,8 +32,15 @@ export interface Instance {
   stop(): Promise<void>;
 }
 
+// every folder made here goes when the test file's process ends, also when a test that restarts on
+// the same folder (so cannot remove it at stop) or one that failed half-way did not remove it itself
+const made = new Set<string>();
+process.once('exit', () => cleanup(...made));
+
 export function tempDir(prefix: string): string {
-  return mkdtempSync(path.join(tmpdir(), `portico-${prefix}-`));
+  const dir = mkdtempSync(path.join(tmpdir(), `portico-${prefix}-`));
+  made.add(dir);
+  return dir;
 }
 
 /** The PORTICO_* variables of a test instance (ports 0, the test token, no real CA), `env` on top. */
