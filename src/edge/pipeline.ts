@@ -228,9 +228,10 @@ const ignore = () => undefined;
  * hostname (the connection's own, see 2. above) goes to its upstream (proxy/websocket-h1.ts), with one
  * count and one access line when the exchange is over: the status the visitor was answered (101 for
  * a WebSocket, written when it closes, its duration the WebSocket's lifetime; 499 when the visitor
- * left before any answer). Every other request (421, the API, a redirect domain, 404) gets the answer
- * the handler above gives it, with its count and line; each answer says `Connection: close`, and the
- * connection closes after it, as Node's server has handed it over.
+ * left before any answer). Every other request (421, the API, a redirect domain, 404, and an HTTP/1.0
+ * one, whose Upgrade is ignored) gets the answer the handler above gives it, with its count and line;
+ * each answer says `Connection: close`, and the connection closes after it, as Node's server has
+ * handed it over.
  */
 export function createUpgradeHandler(deps: EdgeDeps): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
   const edge = createEdgeHandler(deps);
@@ -240,7 +241,8 @@ export function createUpgradeHandler(deps: EdgeDeps): (req: IncomingMessage, soc
     const hostname = hostnameFromHost(req.headers.host);
     const tlsSocket = req.socket as TLSSocket;
     const route = deps.routes.resolve(hostname);
-    if (route.kind !== 'project' || misdirected(tlsSocket, hostname)) {
+    // RFC 9110 §7.8: a server ignores Upgrade in an HTTP/1.0 request, which is then a plain one
+    if (route.kind !== 'project' || misdirected(tlsSocket, hostname) || req.httpVersionMinor === 0) {
       socket.on('error', () => socket.destroy());
       edge(req, answerOn(req, socket));
       return;

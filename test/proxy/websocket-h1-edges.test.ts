@@ -267,6 +267,21 @@ t.test('upgrades to other hosts are routed as any request: 421, the API, a redir
   t.match(await accessLine('/ws'), { status: 308, route: 'redirect', hostname: 'www.chat.example' });
 });
 
+t.test('an HTTP/1.0 request with Upgrade is answered as a plain request (RFC 9110 §7.8: a server ignores its Upgrade)', async (t) => {
+  let seen = '';
+  answers.set('/old-client', (socket, head) => {
+    seen = head;
+    socket.end('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nplain');
+  });
+  const answer = await exchange(upgradeRequest(HOSTNAME, '/old-client').replace('HTTP/1.1', 'HTTP/1.0'));
+  const head = headOf(answer.text);
+  t.equal(head.status, 200, "the upstream's answer to a plain GET");
+  t.equal(head.body, 'plain');
+  t.notMatch(seen, /^upgrade:/im, `the upstream got no Upgrade field (${JSON.stringify(seen)})`);
+  t.ok(answer.closedByServer, 'the connection closes after it');
+  t.match(await accessLine('/old-client'), { status: 200, route: 'project', protocol: '1.0' });
+});
+
 t.test('an upgrade refused before routing (two Host fields) gets the Error body and a count, as a request does', async (t) => {
   const before = await requests({ route: 'unknown', method: 'GET', status: '400' });
   const twoHosts = upgradeRequest(HOSTNAME, '/two-hosts').replace('\r\n\r\n', `\r\nHost: other.localhost\r\n\r\n`);
