@@ -190,7 +190,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     metrics,
     log,
     onVerified: (domain, reason) => certificates.onVerified(domain, reason),
-    context: () => ({ ...current.domains, cnameTarget: current.platform.cnameTarget, caaIdentities: current.acme.caaIdentities, resolver: currentResolver() }),
+    context: () => ({ ...current.domains, cnameTarget: current.platform.cnameTarget, caaIdentities: current.acme.caaIdentities, accountUris: issuing.accountUris, resolver: currentResolver() }),
   });
 
   // 4. the handlers that depend on configuration, rebuilt on reload

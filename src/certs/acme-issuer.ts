@@ -73,6 +73,8 @@ export interface AcmeIssuer {
   renewalInfo(certPem: string, now: number): Promise<(RenewalInfo & { certId: string }) | null>;
   /** orders the CA created for this issuer since it was made */
   orders(): number;
+  /** Portico's account URL at this CA (RFC 8555 §7.3), registering the account when it has none yet */
+  accountUri(): Promise<string>;
 }
 
 // one ACME request; without it axios waits forever on a CA that accepted the connection
@@ -244,12 +246,18 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     }
   }
 
+  /** the account the orders use, opened once and shared; dropped when opening it failed */
+  function currentAccount(): Promise<acme.Client> {
+    const opening = account ??= openAccount().catch((err: unknown) => { if (account === opening) account = null; throw err; });
+    return opening;
+  }
+
   // A CA may forget the account (pebble keeps accounts in memory; a CA may purge or deactivate
   // one): the cached client then fails every order with accountDoesNotExist. The account is
   // dropped so the next openAccount() looks it up or registers it again, and the order is tried
   // once more at once, so the caller does not wait out a backoff for the CA's amnesia.
   async function orderWithAccount(hostname: string, csr: Buffer, options: OrderOptions, placed: () => void, again = true): Promise<string> {
-    const opened = account ??= openAccount().catch((err: unknown) => { if (account === opened) account = null; throw err; });
+    const opened = currentAccount();
     const client = await opened;
     const trace = newTrace();
     try {
@@ -283,7 +291,7 @@ export function createAcmeIssuer(options: AcmeIssuerOptions): AcmeIssuer {
     }
   }
 
-  return { issue, renewalInfo, orders: () => orderCount };
+  return { issue, renewalInfo, orders: () => orderCount, accountUri: async () => (await currentAccount()).getAccountUrl() };
 }
 
 /** the CA does not know the account the order was signed with (RFC 8555 §6.7 accountDoesNotExist) */

@@ -17,8 +17,8 @@ export interface ChainOptions {
   /** the ACME client for an issuer (made on first use) */
   open(issuer: IssuerSettings): Promise<AcmeIssuer>;
   limits: CaLimitStore;
-  /** does CAA at the hostname allow a CA with these identities? (a DNS failure: let the CA decide) */
-  caaAllows(hostname: string, identities: readonly string[]): Promise<boolean>;
+  /** does CAA at the hostname allow this issuer (its identities, its account)? (a DNS failure: let the CA decide) */
+  caaAllows(hostname: string, issuer: IssuerSettings): Promise<boolean>;
   now?: () => number;
 }
 
@@ -56,7 +56,7 @@ export function createIssuerChain(options: ChainOptions) {
     for (const issuer of options.issuers) {
       const from = { issuer: issuer.name, directory: issuer.directory };
       // 1. CAA
-      if (!(await options.caaAllows(hostname, issuer.caa))) {
+      if (!(await options.caaAllows(hostname, issuer))) {
         lastError = new IssueError('caa', `CAA records for ${hostname} do not allow ${issuer.name} (${issuer.caa.join(', ') || 'no CAA identity configured'})`);
         await record(domainEvent('order_failed', `${issuer.name} may not issue for ${hostname}: its CAA records do not name ${issuer.caa[0] ?? 'this CA'}.`, { ...from, kind: 'caa' }, now()));
         continue;

@@ -10,6 +10,9 @@ import type { IssuerSettings } from './issuers.ts';
 import type { OrderQueue } from './order-queue.ts';
 import type { AccountKeyStore, ChallengeStore, StoredCertificate } from './types.ts';
 
+// how long a CAA check waits for an issuer to tell Portico's account URL
+const ACCOUNT_LOOKUP_MS = 5_000;
+
 /** Where the issuers keep their state: the backend's limits, queue, and an account key per directory. */
 export interface IssuingState {
   limits: CaLimitStore;
@@ -53,13 +56,38 @@ export function createIssuing(options: IssuingOptions) {
     issuers,
     open,
     limits: state.limits,
-    // only a CAA set that names other CAs stops an issuer; a DNS failure leaves the decision to the CA
-    caaAllows: async (hostname, identities) => !(await checkCaa(hostname, identities, options.resolver)).some((d) => d.code === 'caa_blocks_ca'),
+    // only a CAA set that names other CAs (or another account at this one) stops an issuer; a DNS
+    // failure leaves the decision to the CA
+    caaAllows: async (hostname, issuer) => {
+      const accountUris = () => accountUri(issuer).then((uri) => (uri === null ? undefined : [uri]));
+      return !(await checkCaa(hostname, issuer.caa, options.resolver, { accountUris })).some((d) => d.code === 'caa_blocks_ca');
+    },
     now,
   });
+
+  /**
+   * Portico's account URL at an issuer, for CAA `accounturi` (RFC 8657 §3): the account is looked up
+   * (or registered, as the first order would) once; null when the CA does not answer within
+   * ACCOUNT_LOOKUP_MS, so a DNS check does not wait out a CA's request timeout.
+   */
+  async function accountUri(issuer: IssuerSettings): Promise<string | null> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<null>((resolve) => (timer = setTimeout(resolve, ACCOUNT_LOOKUP_MS, null)));
+    const lookup = open(issuer).then((client) => client.accountUri()).catch(() => null);
+    try {
+      return await Promise.race([lookup, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
   return {
     chain,
     queue: state.queue,
+    /** Portico's account URLs at every issuer that answered; undefined when none did (caa.ts) */
+    async accountUris(): Promise<readonly string[] | undefined> {
+      const uris = (await Promise.all(issuers.map(accountUri))).filter((uri) => uri !== null);
+      return uris.length > 0 ? uris : undefined;
+    },
     /** RFC 9773 renewal information, from the CA that issued the certificate */
     async renewalInfo(stored: StoredCertificate) {
       const issuer = issuers.find((i) => i.directory === stored.directory);

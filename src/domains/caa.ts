@@ -11,13 +11,17 @@ export const VALIDATION_METHOD = 'http-01';
 
 export interface CaaOptions {
   /**
-   * Portico's ACME account URIs at its issuers, when known. Without them an `issue` property with an
-   * `accounturi` parameter (RFC 8657 §3) does not count as allowing our CA: see accountAllows().
+   * Portico's ACME account URIs at its issuers, when known: a list, or a lookup asked only when a CAA
+   * set has an `accounturi` parameter (RFC 8657 §3; the lookup may talk to the CAs, and resolves
+   * undefined when it cannot). Without them such a property does not count as allowing our CA: see
+   * accountAllows().
    */
-  accountUris?: readonly string[];
+  accountUris?: AccountUris;
   /** the platform's CNAME target: CAA found there is the platform's to fix, not the owner's */
   cnameTarget?: string;
 }
+
+export type AccountUris = readonly string[] | (() => Promise<readonly string[] | undefined>);
 
 // a CNAME chain longer than this is not followed to its end (BIND stops at 16)
 const MAX_ALIAS_HOPS = 8;
@@ -41,12 +45,20 @@ export async function checkCaa(hostname: string, identities: readonly string[], 
     }));
     if ('error' in answer) return [unreadable ? caaUnreadable(hostname, name, identities) : answer.error];
     if ('absent' in answer) continue;
-    const verdict = judge(answer.ok.map(property), identities, options.accountUris);
+    const properties = answer.ok.map(property);
+    const verdict = judge(properties, identities, await accountUrisFor(properties, options.accountUris));
     if (verdict.allowed) return [];
     const owner = await aliasEnd(name, resolver);
     return [caaBlocks({ hostname, name, owner, records: answer.ok, verdict, identities, options })];
   }
   return [];
+}
+
+/** the account URIs, looked up only when a property could need them */
+async function accountUrisFor(properties: Property[], uris: AccountUris | undefined): Promise<readonly string[] | undefined> {
+  if (typeof uris !== 'function') return uris;
+  if (!properties.some((p) => p.value.toLowerCase().includes('accounturi'))) return undefined;
+  return uris().catch(() => undefined);
 }
 
 interface Property {
@@ -119,7 +131,8 @@ function methodsAllow(params: Map<string, string>, domain: string): string | nul
 }
 
 // RFC 8657 §3: `accounturi` limits the CA to one ACME account. When Portico's own account URIs are
-// known, a property naming one of them allows us and any other does not. When they are not, the
+// known (issuing.ts asks the CAs), a property naming one of them allows us and any other does not.
+// When they are not (no CA answered), the
 // property is taken as not allowing us: counting on it would verify the domain and send orders the
 // CA must refuse, each one counting against its failed-validation limit for the name, where
 // refusing tells the owner at once what to change (a record without the parameter).
@@ -129,7 +142,7 @@ function accountAllows(params: Map<string, string>, domain: string, accountUris:
   if (accountUris !== undefined && accountUris.includes(uri)) return null;
   const shown = printable(uri);
   return accountUris === undefined
-    ? `allows ${domain} only for the ACME account ${shown}, and Portico cannot confirm that this account is its own, so it does not rely on it`
+    ? `allows ${domain} only for the ACME account ${shown}, and Portico cannot confirm that this account is its own (its CA did not tell it its account), so it does not rely on it; check again once the CA answers`
     : `allows ${domain} only for the ACME account ${shown}, which is not Portico's account there, so ${domain} would refuse every order`;
 }
 

@@ -9,6 +9,7 @@ import type { Domain, Stores } from '../state/types.ts';
 import type { ScheduledJob } from '../state/schedule.ts';
 import { applyCheck, checkResult, checksStopped, type CheckReason, type CheckSettings } from './checks.ts';
 import type { Scheduler } from './scheduler.ts';
+import type { AccountUris } from './caa.ts';
 import { verifyDomain, type Resolver, type Verification } from './verifier.ts';
 import type { ProjectTurns } from './project-turns.ts';
 import { sameDomain } from './same-domain.ts';
@@ -19,8 +20,8 @@ const SEEDED = 'domain-checks-seeded';
 export interface CheckContext extends CheckSettings {
   cnameTarget: string;
   caaIdentities: readonly string[];
-  /** Portico's ACME account URIs when known, for CAA `accounturi`; without them such a record does not count (caa.ts) */
-  accountUris?: readonly string[];
+  /** Portico's ACME account URIs, for CAA `accounturi`; without them such a record does not count (caa.ts) */
+  accountUris?: AccountUris;
   resolver: Resolver;
 }
 

@@ -3,7 +3,7 @@
 // stable code and a message that says what to do. The resolver is injected; this never runs inside
 // a TLS handshake.
 import { Resolver as DnsResolver } from 'node:dns/promises';
-import { checkCaa } from './caa.ts';
+import { checkCaa, type AccountUris } from './caa.ts';
 import { listed, normalise, query, shortened, shownList, SHOWN_NAME_CHARS, SHOWN_TXT_CHARS, type Answer } from './dns-answers.ts';
 
 export { checkCaa, VALIDATION_METHOD, type CaaOptions } from './caa.ts';
@@ -47,7 +47,7 @@ export interface VerifyInput {
   /** CAA issuer domains of the CAs we order from (e.g. letsencrypt.org); the first is the one we ask owners to add */
   caaIdentities: readonly string[];
   /** Portico's ACME account URIs, for CAA `accounturi` (RFC 8657 §3); unknown when absent (caa.ts) */
-  accountUris?: readonly string[];
+  accountUris?: AccountUris;
   ownershipToken?: string;
 }
 

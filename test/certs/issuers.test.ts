@@ -1,7 +1,8 @@
 // Several issuers, end to end: two real pebbles side by side sharing one challtestsrv. An order the
 // first CA refuses (rejectedIdentifier via domainBlocklist), cannot complete (unreachable) or may not
 // take (CAA names another CA) is placed at the next; the certificate, the domain's `issuer` and its
-// timeline say which CA issued it.
+// timeline say which CA issued it. CAA that pins the CA to Portico's own account there (RFC 8657
+// `accounturi`) verifies and issues; pinned to another account, it is explained.
 import t from 'tap';
 import tls from 'node:tls';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -13,6 +14,9 @@ import { startPebble } from '../helpers/pebble.ts';
 import { startUpstream } from '../helpers/upstream.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { admin } from '../helpers/client.ts';
+import https from 'node:https';
+import * as acme from 'acme-client';
+import { openFileCertStores } from '../../src/certs/file-store.ts';
 
 const dns = await startChalltestsrv();
 t.teardown(() => dns.stop());
@@ -130,4 +134,36 @@ t.test('CAA names the second CA only: verification passes, the first is not aske
   t.not(blocked.status, 'verified', 'CAA that allows none of the issuers blocks verification');
   t.match(blocked.diagnostics, [{ code: 'caa_blocks_ca', expected: '0 issue "ca-one.test"' }]);
   t.same([first.orders() - before[0], second.orders() - before[1]], [0, 1], 'and no order anywhere');
+});
+
+t.test("CAA accounturi: pinned to Portico's account at the CA, the domain verifies and is issued; to another account, it is explained", async (t) => {
+  const configFile = path.join(dir, 'portico-accounturi.yaml');
+  const base = readFileSync(path.resolve(import.meta.dirname, '../../config/portico.yaml'), 'utf8');
+  writeFileSync(configFile, base.replace(/^ {2}issuers: null$/m, `  issuers: [{directory: "${second.directoryUrl}", name: ca-two, caa: [ca-two.test]}]`));
+  const portico = await startPortico({ ...env, PORTICO_CONFIG: configFile, PORTICO_ACME_DIRECTORY: second.directoryUrl });
+  t.teardown(() => portico.stop());
+  const project = await setUp(portico, 'pinned');
+
+  // another account: Portico looks its own up at the CA (registering it, as a first order would) and says it is not that one
+  await dns.addCaa('pinned-other.example', [{ tag: 'issue', value: `ca-two.test; accounturi=${second.directoryUrl.replace(/\/dir(ectory)?$/, '')}/my-account/999999` }]);
+  const other = await verifiedDomain(portico, project.id, 'www.pinned-other.example');
+  t.not(other.status, 'verified', 'pinned to another account: not verified');
+  t.match(other.diagnostics, [{ code: 'caa_blocks_ca', message: /only for the ACME account .*my-account\/999999, which is not Portico's account there/ }]);
+
+  // Portico's account, as the CA itself tells it for the key Portico keeps
+  const accountKey = await openFileCertStores(portico.certsDir, second.directoryUrl).accountKey.load();
+  t.ok(accountKey, 'the account key is kept');
+  acme.axios.defaults.httpsAgent = new https.Agent({ ca: [...tls.rootCertificates, second.caCertPem] });
+  const client = new acme.Client({ directoryUrl: second.directoryUrl, accountKey: accountKey! });
+  await client.createAccount({ onlyReturnExisting: true });
+  const ours = client.getAccountUrl();
+  t.match(ours, /^https:\/\/.+\/my-account\/[0-9a-f]+$/, `the CA knows the account (${ours})`);
+
+  await dns.addCaa('pinned.example', [{ tag: 'issue', value: `ca-two.test; accounturi=${ours}` }]);
+  const before = second.orders();
+  const pinned = await verifiedDomain(portico, project.id, 'www.pinned.example');
+  t.equal(pinned.status, 'verified', `pinned to Portico's account: verified (${JSON.stringify(pinned.diagnostics)})`);
+  t.equal((await issued(portico, project.id, 'www.pinned.example')).issuer, secondName, 'and issued: the order side allows it too');
+  t.equal(second.orders() - before, 1, 'one order');
+  t.notOk((await events(portico, project.id, 'www.pinned.example')).some((e) => e.type === 'order_failed'), 'with no CAA refusal on the way');
 });

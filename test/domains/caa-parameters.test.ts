@@ -83,6 +83,20 @@ t.test('caa-accounturi: an account Portico does not know to be its own does not 
   const other = await verify({ hostname, accountUris: ['https://acme-v02.api.letsencrypt.org/acme/acct/42'] });
   t.strictSame(codes(other), ['caa_blocks_ca']);
   t.match(other.diagnostics[0].message, /only for the ACME account https:\S+\/123456789, which is not Portico's account there/);
+
+  // asked of the CAs (a lookup) only when a CAA set has the parameter; a lookup that fails is "not known"
+  let asked = 0;
+  const lookup = async () => {
+    asked += 1;
+    return [ACCOUNT];
+  };
+  t.strictSame(await verify({ hostname, accountUris: lookup }), { verified: true, pending: false, diagnostics: [] }, 'looked up: its own account');
+  t.equal(asked, 1, 'asked once');
+  const plain = await zone('account-none.test', ['letsencrypt.org']);
+  t.strictSame(codes(await verify({ hostname: plain, accountUris: lookup })), [], 'no accounturi anywhere');
+  t.equal(asked, 1, 'not asked without an accounturi');
+  const failing = await verify({ hostname, accountUris: () => Promise.reject(new Error('CA down')) });
+  t.match(failing.diagnostics[0].message, /cannot confirm that this account is its own/, 'a failed lookup: not known');
 });
 
 t.test('caa-accounturi: both parameters at once are both explained', async (t) => {
