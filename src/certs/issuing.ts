@@ -80,6 +80,7 @@ export function createIssuing(options: IssuingOptions) {
       clearTimeout(timer);
     }
   }
+
   return {
     chain,
     queue: state.queue,

@@ -132,10 +132,9 @@ function methodsAllow(params: Map<string, string>, domain: string): string | nul
 
 // RFC 8657 §3: `accounturi` limits the CA to one ACME account. When Portico's own account URIs are
 // known (issuing.ts asks the CAs), a property naming one of them allows us and any other does not.
-// When they are not (no CA answered), the
-// property is taken as not allowing us: counting on it would verify the domain and send orders the
-// CA must refuse, each one counting against its failed-validation limit for the name, where
-// refusing tells the owner at once what to change (a record without the parameter).
+// When they are not (no CA answered), the property is taken as not allowing us: counting on it would
+// verify the domain and send orders the CA must refuse, each one counting against its
+// failed-validation limit for the name, where refusing tells the owner at once what to change.
 function accountAllows(params: Map<string, string>, domain: string, accountUris: readonly string[] | undefined): string | null {
   const uri = params.get('accounturi');
   if (uri === undefined) return null;
