@@ -41,6 +41,9 @@ const shop = await project('shop');
 for (const hostname of ['a.example.com', 'gone.example.com']) await call('POST', `/admin/projects/${shop.id}/domains`, { hostname });
 // nothing pending: before, nothing was ever fetched again
 const quiet = await project('quiet');
+// 45 domains: before, one 17,000-pixel page
+const many = await project('many');
+for (let i = 0; i < 45; i++) await call('POST', `/admin/projects/${many.id}/domains`, { hostname: `many-${i}.example.com` });
 
 const launched = await launchBrowser();
 const tab = 'skip' in launched ? null : await open(launched.browser);
@@ -197,6 +200,56 @@ function pageTests(tab: Page): void {
     await tab.evaluate(`window.dispatchEvent(new Event('focus'))`);
     await answered;
     await row('back.example.com').waitFor();
+  });
+
+  t.test('many domains: pages of 20 and a filter, kept by the poll; an added domain is shown on the last page', async (t) => {
+    await select(many.id);
+    await row('many-0.example.com').waitFor();
+    const rows = () => tab.locator('tr[data-hostname]').count();
+    const range = tab.locator('#domains-range');
+    const filter = tab.getByLabel('Filter domains');
+    t.equal(await rows(), 20, 'the first page: 20 domains');
+    t.equal(await range.innerText(), '1–20 of 45');
+    t.ok(await button('Previous').isDisabled(), 'no page before the first');
+    await button('Next').click();
+    t.equal(await range.innerText(), '21–40 of 45');
+    await row('many-20.example.com').waitFor();
+    await button('Next').click();
+    t.equal(await range.innerText(), '41–45 of 45');
+    t.equal(await rows(), 5, 'the last page: the 5 left');
+    t.ok(await button('Next').isDisabled(), 'no page after the last');
+
+    await filter.fill('MANY-1.');
+    t.equal(await range.innerText(), '1–1 of 1 matching', 'part of a hostname, in any case');
+    await row('many-1.example.com').waitFor();
+    await filter.fill('many-1');
+    t.equal(await range.innerText(), '1–11 of 11 matching', 'many-1 and many-10 to many-19');
+    t.notOk(await tab.locator('#domains-pages').isVisible(), 'one page: no page buttons');
+    await filter.fill('pending');
+    t.equal(await range.innerText(), '1–20 of 45 matching', 'a status word');
+    await filter.fill('nothing-like-it');
+    t.equal(await range.innerText(), 'No domain matches "nothing-like-it"');
+    t.equal(await rows(), 0);
+    t.notOk(await tab.locator('#domains-table').isVisible(), 'no empty table');
+
+    await filter.fill('many-2');
+    await call('POST', `/admin/projects/${many.id}/domains`, { hostname: 'many-2x.example.com' });
+    await poll(many.id, 5_000);
+    t.equal(await range.innerText(), '1–12 of 12 matching', 'a poll keeps the filter, and shows the new domain in it');
+
+    await tab.getByLabel('Hostname').fill('zz-added.example.com');
+    await button('Add domain').click();
+    await row('zz-added.example.com').waitFor();
+    t.equal(await filter.inputValue(), '', 'adding clears the filter');
+    t.equal(await range.innerText(), '41–47 of 47', 'and shows the last page, with the domain added');
+
+    await select(quiet.id);
+    await tab.locator('#crumb-project', { hasText: 'quiet' }).waitFor();
+    t.notOk(await tab.locator('#domains-list-controls').isVisible(), 'a project with few domains has no list controls');
+    await select(many.id);
+    await row('many-0.example.com').waitFor();
+    t.equal(await range.innerText(), '1–20 of 47', 'back on the project: its first page');
+    t.same(problems, [], 'no script errors');
   });
 
   t.test('signing out while an action runs: its answer changes nothing, nothing else is sent', async (t) => {

@@ -50,6 +50,11 @@ export const BODY = String.raw`
       <section class="card" aria-labelledby="domains-title">
         <div class="head"><h2 id="domains-title">Domains</h2><p class="muted" id="domains-count"></p></div>
         <p id="domains-notice" class="notice" role="status" hidden></p>
+        <div id="domains-list-controls" class="list-controls" hidden>
+          <div class="field"><label for="domains-filter">Filter domains</label><input id="domains-filter" type="search" autocomplete="off" spellcheck="false" placeholder="Part of a hostname, or pending, verified, failed, misconfigured"></div>
+          <p id="domains-range" class="muted" role="status"></p>
+          <div id="domains-pages" class="inline" hidden><button type="button" id="domains-prev" class="btn small">Previous</button><button type="button" id="domains-next" class="btn small">Next</button></div>
+        </div>
         <div class="table-wrap">
           <table id="domains-table" class="stack" aria-labelledby="domains-title">
             <thead><tr><th scope="col">Domain</th><th scope="col">Status</th><th scope="col">Certificate</th><th scope="col" class="actions"><span class="sr-only">Actions</span></th></tr></thead>

@@ -1,7 +1,8 @@
 // Plain ES2020 for the browser. Kept free of backquotes so it can live in this String.raw literal.
-// A domain's rows and actions (domains.ts), the redirect actions (redirects.ts) and how the project's
+// A domain's rows and actions (domains.ts), the list's filter and pages (domain-list.ts), the redirect actions (redirects.ts) and how the project's
 // data is kept current (refresh.ts) are set into this literal where they stand.
 import { DOMAIN_ACTIONS, DOMAIN_ROWS } from './domains.ts';
+import { DOMAIN_LIST } from './domain-list.ts';
 import { REDIRECT_ACTIONS } from './redirects.ts';
 import { PROJECT_REFRESH } from './refresh.ts';
 
@@ -102,6 +103,7 @@ export const SCRIPT = String.raw`
     for (const kept of [state.notices, state.openRecords, state.openTimelines, state.timelines]) kept.clear();
     // nothing of the project stays in the page, hidden or not
     for (const id of ['domains', 'redirects', 'redirect-from', 'project']) $(id).replaceChildren();
+    resetDomainList();
     for (const id of ['crumb-project', 'meta-default', 'meta-upstream', 'domains-count']) $(id).textContent = '';
     for (const id of ['app-error', 'add-error', 'redirect-error', 'domains-notice']) setText($(id), '');
     show($('project-view'), false);
@@ -187,6 +189,7 @@ export const SCRIPT = String.raw`
 
   async function selectProject(id) {
     state.projectId = id || null;
+    resetDomainList();
     state.notices.clear();
     state.openRecords.clear();
     state.openTimelines.clear();
@@ -220,9 +223,10 @@ ${PROJECT_REFRESH}
     if (state.projectNotice) $('domains-notice').className = 'notice ' + state.projectNotice.kind;
     // a table that scrolls sideways (a narrow screen) stays where the owner scrolled it
     const scrolled = new Map([...document.querySelectorAll('[data-scroll]')].map((el) => [el.dataset.scroll, el.scrollLeft]));
-    $('domains').replaceChildren(...project.domains.flatMap(domainRows));
+    const shown = shownDomains(project.domains);
+    $('domains').replaceChildren(...shown.flatMap(domainRows));
     for (const el of document.querySelectorAll('[data-scroll]')) if (scrolled.get(el.dataset.scroll)) el.scrollLeft = scrolled.get(el.dataset.scroll);
-    show($('domains-table'), count > 0);
+    show($('domains-table'), shown.length > 0);
     show($('domains-empty'), count === 0);
     $('redirects').replaceChildren(...project.redirects.map(redirectRow));
     show($('redirects-table'), project.redirects.length > 0);
@@ -296,6 +300,7 @@ ${DOMAIN_ROWS}
         input.setAttribute('aria-invalid', 'false');
         input.value = '';
         state.notices.set(domain.hostname, { kind: 'success', text: domain.hostname + ' was added. Create the DNS record below at your DNS provider: Portico checks it by itself and orders the certificate (or click Verify to check now).' });
+        showLastDomainPage();
         say(domain.hostname + ' added');
       } catch (err) {
         if (err.status === 401) return;
@@ -309,6 +314,7 @@ ${DOMAIN_ROWS}
   });
 
 ${DOMAIN_ACTIONS}
+${DOMAIN_LIST}
 ${REDIRECT_ACTIONS}
   async function copy(button, value) {
     let copied = false;

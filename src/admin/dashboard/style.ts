@@ -48,6 +48,10 @@ input[aria-invalid="true"] { border-color:var(--danger); }
 .field .btn, .inline > .btn { min-height:36px; }
 .toolbar { display:flex; align-items:flex-end; gap:16px; flex-wrap:wrap; margin-bottom:20px; }
 .toolbar select { min-width:260px; }
+.list-controls { display:flex; align-items:flex-end; gap:12px 16px; flex-wrap:wrap; padding:12px 20px; border-bottom:1px solid var(--line); }
+.list-controls .field { flex:1 1 320px; }
+.list-controls .field input { width:100%; }
+.list-controls p { margin:0 0 9px; white-space:nowrap; }
 .meta { display:flex; gap:20px; flex-wrap:wrap; font-size:13px; color:var(--muted); padding-bottom:8px; }
 .meta b { color:var(--fg); font-weight:500; }
 nav.crumbs ol { list-style:none; padding:0; margin:0; display:flex; gap:6px; font-size:13px; color:var(--muted); }
