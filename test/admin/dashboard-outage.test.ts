@@ -3,7 +3,8 @@
 // with SIGCONT:
 // - start-never-retried: a page loaded while the admin API answered 503 showed the error and never
 //   asked again, neither on the poll's rhythm nor when the owner came back to the tab;
-// - action-error-lost: a Verify answered 503 lost its error when the refresh after it failed too.
+// - action-error-lost: a Verify answered 503 lost its error when the refresh after it failed too;
+// - switch-keeps-old-tables: a project switch answered 503 left the last project's tables in view.
 // The page's clock is Playwright's: polls run when the test moves time on, not after real seconds.
 import t, { type Test } from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -119,6 +120,35 @@ async function run(browser: Browser): Promise<void> {
     await tabA.clock.fastForward(5_000);
     await asked;
     await tabA.locator('#app-error').waitFor({ state: 'hidden' });
+  });
+
+  t.test('switch-keeps-old-tables: a project that cannot be opened leaves no other project\'s tables in view', async (t) => {
+    // made through the other instance: this one has never read it, so has no copy to answer from
+    const other = (await admin(b.ports.admin, 'POST', '/admin/projects', { accountId: account.id, name: 'other', upstream: upstream.url })).json;
+    await tabA.reload();
+    await tabA.locator('tr[data-hostname="back.example.com"]').waitFor();
+    freeze();
+    try {
+      const refused = tabA.waitForResponse((r) => new URL(r.url()).pathname === `/admin/projects/${other.id}`, { timeout: 30_000 });
+      await tabA.getByLabel('Project').selectOption(other.id);
+      t.equal((await refused).status(), 503, 'the project cannot be read');
+      await tabA.locator('#app-error').waitFor();
+      t.equal(await tabA.locator('#project-view').isVisible(), false, "the last project's tables are not shown under this one's name");
+      t.equal(await tabA.locator('tr[data-hostname="back.example.com"]').isVisible(), false, 'nor its domains, whose buttons would act on the project selected');
+    } finally {
+      thaw();
+    }
+    await answering(a);
+    // the poll asks again every 5 s until the project is read (the instance's state connection may take
+    // a moment longer than its project list)
+    for (let i = 0; i < 20; i++) {
+      const asked = tabA.waitForResponse((r) => new URL(r.url()).pathname === `/admin/projects/${other.id}`, { timeout: 5000 });
+      await tabA.clock.fastForward(5_000);
+      if ((await asked).status() === 200) break;
+      await sleep(250);
+    }
+    await tabA.locator('#domains-empty').waitFor();
+    t.equal(await tabA.locator('#crumb-project').innerText(), 'other', 'the project selected opens once Portico answers');
   });
 
   t.test('no script errors', async (t) => {

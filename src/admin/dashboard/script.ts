@@ -182,9 +182,14 @@ export const SCRIPT = String.raw`
 
   $('project').addEventListener('change', (event) => { openProject(event.target.value); });
 
-  // a project that cannot be loaded now is tried again on the poll (refresh.ts)
+  // a project that cannot be loaded now is tried again on the poll (refresh.ts); meanwhile no other
+  // project's tables stay in view under its name (their buttons would act on the project selected)
   function openProject(id) {
-    return selectProject(id).catch((err) => { showAppError(err); schedulePoll(); });
+    return selectProject(id).catch((err) => {
+      if (!state.project || state.project.id !== state.projectId) { show($('project-view'), false); show($('project-meta'), false); }
+      showAppError(err);
+      schedulePoll();
+    });
   }
 
   async function selectProject(id) {
