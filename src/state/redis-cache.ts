@@ -68,6 +68,19 @@ export class Cache<K, T> extends Map<K, Cached<T>> {
     if (cached) super.set(id, { ...cached, at: -Infinity, fallback: cached.fallback && fallback });
   }
 
+  /**
+   * This instance's own change to the value (a category it made): the copy kept for an outage holds
+   * it, and is read again at the next use as after markStale (other instances' changes may be missing).
+   */
+  amendStale(id: K, change: (value: T) => T): void {
+    this.version++;
+    this.loading.delete(id);
+    const cached = this.get(id);
+    if (!cached) return;
+    const value = change(cached.value);
+    super.set(id, { value, at: -Infinity, answer: Promise.resolve(value), fallback: cached.fallback });
+  }
+
   markAllStale(fallback: boolean): void {
     this.version++;
     if (!fallback) this.dropped++;

@@ -151,6 +151,13 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     // (a revocation is final: a key this instance holds as revoked stays so)
     if (kind === 'key') {
       if (!keyCache.get(id)?.value?.revokedAt) keyCache.delete(id);
+    } else if (kind === 'key-revoked') {
+      // a key this instance holds is revoked: held as such (final), not dropped, so an outage that
+      // starts now answers 401 for it, not 503; one it does not hold is read when asked
+      const [hash, at] = splitOnce(id);
+      const held = keyCache.get(hash)?.value;
+      if (held) keyCache.put(hash, { ...held, revokedAt: held.revokedAt ?? at });
+      else keyCache.delete(hash);
     }
     else if (kind === 'categories') categoryLists.markStale(id as Environment, true);
     else if (kind === 'account') accountCache.markStale(id, true);
@@ -295,7 +302,8 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
         if (!text) return null;
         const revoked = JSON.parse(text) as ApiKey;
         keyCache.put(revoked.hash, revoked);
-        await call(() => client.publish(CHANNEL, `key:${revoked.hash}`));
+        // says what changed, so another instance answers 401 for it even while Redis is away after
+        await call(() => client.publish(CHANNEL, `key-revoked:${revoked.hash}:${revoked.revokedAt}`));
         return revoked;
       },
     },
@@ -324,9 +332,11 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
           ),
         );
         if (id === 0) return 'full';
-        categoryLists.markStale(environment, true);
+        const made: Category = { id, ...fields };
+        // the newest this instance has seen, should Redis go away before the list is read again
+        categoryLists.amendStale(environment, (list) => (list.some((c) => c.id === id) ? list : [...list, made]));
         await publish(`categories:${environment}`);
-        return { id, ...fields };
+        return made;
       },
     },
     projects,

@@ -353,7 +353,7 @@ t.test('redis only', async (t) => {
     t.equal(await stores.health(), 'ok');
   });
 
-  t.test('a change notice right before Redis dies: the list and the plan answer from the last copy, a revoked key does not', async (t) => {
+  t.test('a change notice right before Redis dies: the list and the plan answer from the last copy, a revoked key as revoked', async (t) => {
     const own: RedisServer = await startRedis();
     t.teardown(() => own.stop());
     const a = await redisStores(t, own.url, 250);
@@ -363,8 +363,9 @@ t.test('redis only', async (t) => {
     await a.keys.create(key);
     const first = await a.categories.create('production', { name: 'first' }, 10);
     if (first === 'full') throw new Error('unexpected full');
-    // B reads everything once
+    // B reads everything once, and A its own list
     t.strictSame(await b.categories.list('production'), [first]);
+    t.strictSame(await a.categories.list('production'), [first]);
     t.strictSame(await b.accounts.get('acct_n'), account('acct_n', 'pro'));
     t.strictSame(await b.keys.findByHash(key.hash), key);
     // A changes the list, the plan and the key; B gets a notice for each
@@ -380,7 +381,11 @@ t.test('redis only', async (t) => {
     // it answered null (404 "No category with id …") for a category acknowledged 201 on A
     await t.rejects(b.categories.get('production', second.id), { code: 'STATE_UNAVAILABLE' }, 'one not in it is unknown, not "none": it may have been made since');
     t.strictSame(await b.accounts.get('acct_n'), account('acct_n', 'pro'), 'so does the account');
-    await t.rejects(b.keys.findByHash(key.hash), { code: 'STATE_UNAVAILABLE' }, 'the revoked key is not answered from the old copy');
+    // it was unknown (503) on B: the notice now says it was revoked, so B refuses it as revoked (401)
+    t.match(await b.keys.findByHash(key.hash), { id: 'key_notice', revokedAt: REVOKED }, 'the revoked key is answered as revoked, never from the old copy');
     t.match(await a.keys.findByHash(key.hash), { revokedAt: REVOKED }, 'A knows it is revoked');
+    // A's own list left out the category A had just made: the newest A has seen now holds it
+    t.strictSame(await a.categories.list('production'), [first, second], "A's list holds the category it made");
+    t.strictSame(await a.categories.get('production', second.id), second);
   });
 });
