@@ -372,11 +372,22 @@ function within(promise: Promise<unknown>, ms: number): Promise<void> {
   return Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]).then(() => clearTimeout(timer));
 }
 
+// the client's next 'ready', one listener however many commands wait for it: a listener per waiting
+// command passed Node's limit of 10 in a failover under traffic (MaxListenersExceededWarning)
+const nextReady = new WeakMap<Redis, Promise<void>>();
+
 /** Resolves once the client is ready, or after `ms` (its next command then reports what is wrong). */
 function connected(client: Redis, ms: number): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();
-  let done = () => {};
-  return within(new Promise<void>((resolve) => client.once('ready', (done = resolve))), ms).then(() => void client.off('ready', done));
+  let ready = nextReady.get(client);
+  if (ready === undefined) {
+    ready = new Promise<void>((resolve) => client.once('ready', () => {
+      nextReady.delete(client);
+      resolve();
+    }));
+    nextReady.set(client, ready);
+  }
+  return within(ready, ms);
 }
 
 function splitOnce(message: string): [string, string] {

@@ -353,6 +353,27 @@ t.test('redis only', async (t) => {
     t.equal(await stores.health(), 'ok');
   });
 
+  t.test('many commands waiting for a reconnect: one listener, no MaxListenersExceededWarning', async (t) => {
+    const own: RedisServer = await startRedis();
+    t.teardown(() => own.stop());
+    const stores = await redisStores(t, own.url, 1000);
+    await stores.accounts.create(account('acct_wait'));
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => void warnings.push(`${warning.name}: ${warning.message}`);
+    process.on('warning', onWarning);
+    t.teardown(() => void process.off('warning', onWarning));
+    // the connection is lost; 40 reads made in its first second wait for it (within the command timeout)
+    await own.kill();
+    await sleep(50);
+    const reads = Array.from({ length: 40 }, (_, i) => stores.accounts.get(i === 0 ? 'acct_wait' : `acct_none_${i}`).then((a) => a, (err: { code?: string }) => err.code));
+    await sleep(100);
+    await own.restart();
+    const answers = await Promise.all(reads);
+    t.ok(answers.every((a) => a === null || a === 'STATE_UNAVAILABLE' || (typeof a === 'object' && a.id === 'acct_wait')), `each read answers or says the state is unavailable (${JSON.stringify(answers.slice(0, 3))})`);
+    await sleep(50);
+    t.same(warnings.filter((w) => /MaxListeners/.test(w)), [], 'no listener warning');
+  });
+
   t.test('a change notice right before Redis dies: the list and the plan answer from the last copy, a revoked key as revoked', async (t) => {
     const own: RedisServer = await startRedis();
     t.teardown(() => own.stop());
