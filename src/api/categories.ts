@@ -16,11 +16,15 @@ export function parseNewCategory(body: Record<string, unknown>): Omit<Category, 
   if (trimmed === '') throw new HttpError('invalid_request', '"name" must not be empty.');
   if ([...trimmed].length > MAX_NAME) throw new HttpError('invalid_request', `"name" must be at most ${MAX_NAME} characters.`);
   if (CONTROL.test(trimmed)) throw new HttpError('invalid_request', '"name" must not contain control characters (such as NUL, tab or a line break).');
+  // a lone surrogate (\ud800 in the JSON) is no character: stored, it made the environment's whole list
+  // JSON that strict parsers (jq, serde_json) refuse
+  if (!trimmed.isWellFormed()) throw new HttpError('invalid_request', '"name" must be valid Unicode text (it holds an unpaired surrogate escape such as \\ud800).');
   if (description === undefined) return { name: trimmed };
   if (typeof description !== 'string') throw new HttpError('invalid_request', `"description" must be a string, got ${describe(description)}.`);
   if ([...description].length > MAX_DESCRIPTION) throw new HttpError('invalid_request', `"description" must be at most ${MAX_DESCRIPTION} characters.`);
   // a description may have lines and tabs; nothing else of C0, DEL or C1
   if (CONTROL.test(description.replace(/[\t\n\r]/g, ''))) throw new HttpError('invalid_request', '"description" must not contain control characters other than tab and line breaks.');
+  if (!description.isWellFormed()) throw new HttpError('invalid_request', '"description" must be valid Unicode text (it holds an unpaired surrogate escape such as \\ud800).');
   return { name: trimmed, description };
 }
 

@@ -60,6 +60,8 @@ export interface ApiDeps {
 export function createApi(deps: ApiDeps): (req: Request, res: Response, request: ApiRequest) => Promise<void> {
   const { config, stores, limiter } = deps;
   const authenticate = createAuthenticator(stores.keys);
+  // what every /v1 answer carries from Portico (DESIGN §4): the upstream's copies do not replace them
+  const OWN_FIELDS: ReadonlySet<string> = new Set(['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'retry-after', 'deprecation', 'sunset', 'link']);
   const forwardToUpstream: Operation = async ({ req, res, request, account, decision }) => {
     if (!config.api.upstream) throw new HttpError('not_found');
     // the forwarder writes the upstream's head: ours joins it from here
@@ -71,7 +73,7 @@ export function createApi(deps: ApiDeps): (req: Request, res: Response, request:
       'x-portico-environment': request.environment,
       'x-forwarded-for': request.clientIp,
       'x-forwarded-proto': 'https',
-    }, new Set(['authorization', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'forwarded']));
+    }, new Set(['authorization', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'forwarded']), undefined, OWN_FIELDS);
   };
 
   const resources: Resource[] = [

@@ -28,7 +28,11 @@ export interface Forwarder {
    * `report`, when given, receives this call's upstream failures instead of the forwarder's `onError`,
    * so one forwarder shared by several callers counts each failure once, under the caller's name.
    */
-  forward(req: Request, res: Response, target: Target, extra: Record<string, string>, drop?: ReadonlySet<string>, report?: (kind: UpstreamErrorKind) => void): Promise<void>;
+  /**
+   * `own`: answer fields the caller sets that the upstream's may not replace (the API's X-RateLimit-*,
+   * Deprecation …): the upstream's copy is dropped, or for a list-valued field (Link) added after ours.
+   */
+  forward(req: Request, res: Response, target: Target, extra: Record<string, string>, drop?: ReadonlySet<string>, report?: (kind: UpstreamErrorKind) => void, own?: ReadonlySet<string>): Promise<void>;
   /** the upstream pool, shared with HTTP/2 streams forwarded on Node's core API (forward-h2.ts) */
   readonly client: Http1Client;
   /** a new timeouts.upstreamMs (a reload): for the calls that start from now on */
@@ -58,7 +62,7 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
       options.timeoutMs = next;
       options.connectTimeoutMs = Math.min(next, 10_000);
     },
-    async forward(req, res, target, extra, drop, report = onError) {
+    async forward(req, res, target, extra, drop, report = onError, own) {
       const method = req.method ?? 'GET';
       if (!REQUEST_TARGET.test(target.path)) throw new HttpError('invalid_request', 'The request target is not valid.');
       // RFC 9112 §6.1: Node's server takes any codings before a final chunked and undoes only the
@@ -96,6 +100,10 @@ export function createForwarder(timeoutMs: number, onError: (kind: UpstreamError
             // the visitor's framing is Portico's: Content-Length from what is forwarded (below),
             // Transfer-Encoding (hop-by-hop) by Node's server for the visitor's protocol
             if (HOP_BY_HOP.has(name) || name === 'content-length' || named.has(name)) continue;
+            if (own?.has(name) && res.hasHeader(name)) {
+              if (name === 'link') res.appendHeader(name, fields[i + 1]);
+              continue;
+            }
             // a repeated field (Set-Cookie …) is appended, or over HTTP/2 joined when Node sends it once
             // (h2-fields.ts); a first one replaces what Portico set (HSTS)
             if (!repeated(fields, i)) res.setHeader(name, fields[i + 1]);

@@ -9,6 +9,15 @@ const upstream = http.createServer((req, res) => {
   upstreamHits.push({ url: req.url!, headers: req.headers });
   res.setHeader('content-type', 'application/json');
   res.setHeader('connection', 'keep-alive');
+  // an upstream that sends the API's own fields: they must not replace Portico's
+  if (req.url!.includes('own-fields')) {
+    res.setHeader('x-ratelimit-limit', '999');
+    res.setHeader('x-ratelimit-remaining', '998');
+    res.setHeader('x-ratelimit-reset', '1');
+    res.setHeader('retry-after', '7');
+    res.setHeader('deprecation', 'nope');
+    res.setHeader('link', '<https://upstream.example/pets?page=2>; rel="next"');
+  }
   res.end(JSON.stringify({ from: 'upstream', url: req.url }));
 });
 await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
@@ -150,6 +159,16 @@ t.test('deprecated pets route and upstream forwarding', async (t) => {
   t.equal(anonymous.status, 401);
   t.match(anonymous.headers.deprecation, /^@\d+$/, 'Deprecation on every answer, 401 too');
   t.equal((await api(port, ca, key, { path: '/v1/store/orders' })).status, 200);
+
+  // the upstream's X-RateLimit-*, Retry-After and Deprecation replaced Portico's (limit 999 on a 300/min plan)
+  const own = await api(port, ca, key, { path: '/v1/pets/own-fields' });
+  t.equal(own.status, 200);
+  t.equal(own.headers['x-ratelimit-limit'], pet.headers['x-ratelimit-limit'], "Portico's limit, not the upstream's");
+  t.equal(Number(own.headers['x-ratelimit-remaining']), Number(pet.headers['x-ratelimit-remaining']) - 2, "Portico's count (store/orders and this call since)");
+  t.equal(own.headers['x-ratelimit-reset'], pet.headers['x-ratelimit-reset']);
+  t.equal(own.headers['retry-after'], '7', "the upstream's own Retry-After passes where Portico set none (a 503 of its own)");
+  t.equal(own.headers.deprecation, pet.headers.deprecation, "Portico's Deprecation");
+  t.match(own.headers.link, /rel="deprecation".*, <https:\/\/upstream\.example\/pets\?page=2>; rel="next"$/, "the upstream's Link follows Portico's");
 });
 
 t.test('HTTP/2 speaks the same API', async (t) => {
@@ -196,6 +215,13 @@ t.test('bytes that are not UTF-8, control characters, and a client gone mid-body
   expectError(t, await post(JSON.stringify({ name: 'null\u0000byte' })), 400, 'invalid_request');
   expectError(t, await post(JSON.stringify({ name: 'escape \u001b[31m' })), 400, 'invalid_request');
   expectError(t, await post(JSON.stringify({ name: 'ok', description: 'bell \u0007' })), 400, 'invalid_request');
+  // a lone surrogate escape was stored, and the list became JSON that jq and serde_json refuse
+  for (const body of ['{"name":"a\\ud800b"}', '{"name":"ok","description":"tail \\udfff"}']) {
+    const lone = await post(body);
+    expectError(t, lone, 400, 'invalid_request');
+    t.match((lone.json as { message: string }).message, /valid Unicode text.*unpaired surrogate/, body);
+  }
+  t.equal((await post('{"name":"pair \\ud83d\\ude00"}')).status, 201, 'a surrogate pair (an emoji) is one character');
   const lines = await post(JSON.stringify({ name: 'Café ☕', description: 'two\nlines\twith a tab' }));
   t.equal(lines.status, 201, 'UTF-8, and line breaks and tabs in a description');
   t.match(lines.json, { name: 'Café ☕', description: 'two\nlines\twith a tab' });
