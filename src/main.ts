@@ -10,6 +10,7 @@ import { openEmbeddedStores } from './state/embedded.ts';
 import type { Stores } from './state/types.ts';
 import type { RateLimiter } from './ratelimit/limiter.ts';
 import { MemoryLimiter } from './ratelimit/memory-limiter.ts';
+import { keepLimiterCounts } from './ratelimit/limiter-checkpoint.ts';
 import { InstanceLimiter } from './ratelimit/instance-limiter.ts';
 import { watchRedis, type RedisWatch } from './state/redis-watch.ts';
 import { ensureFallbackCertificate } from './certs/fallback.ts';
@@ -69,6 +70,8 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   let issuingState: IssuingState;
   let ticketKeys: TicketKeySource;
   let limiter: RateLimiter;
+  // embedded: the limiter's counts and bans saved to the data dir (limiter-checkpoint.ts)
+  let stopKeepingCounts: (() => Promise<void>) | null = null;
   let redisUp: Shared['redisUp'] = null;
   let redisWatch: RedisWatch | null = null;
   let redisMode: RedisMode | null = null;
@@ -135,7 +138,9 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     certStores = openFileCertStores(config.certsDir, config.acme.directory);
     issuingState = { limits: openFileCaLimits(config.dataDir), queue: openFileOrderQueue(config.dataDir), accountKeys: (directory) => openFileCertStores(config.certsDir, directory).accountKey };
     ticketKeys = fileTicketKeys(config.dataDir);
-    limiter = new MemoryLimiter();
+    const counts = new MemoryLimiter();
+    limiter = counts;
+    stopKeepingCounts = await keepLimiterCounts(counts, config.dataDir, log);
     log.info({ dataDir: config.dataDir }, 'state embedded in the data dir');
   }
   let current = config;
@@ -270,6 +275,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
         await listeners.close(current.timeouts.shutdownMs);
         await proxy.close();
         await forwarder.close();
+        await stopKeepingCounts?.();
         await limiter.close();
         await stores.close();
       })()),

@@ -14,7 +14,7 @@ import { afterReads } from '../after-reads.ts';
 import type { BanPolicy, Decision, Limit, RateLimiter } from './limiter.ts';
 import { bannedDecision, DAY_MS, isAllowed, MINUTE_MS, windowDecision, windowsAt, windowStart } from './windows.ts';
 
-interface Counters {
+export interface Counters {
   minuteStart: number;
   minuteUsed: number;
   dayStart: number;
@@ -29,6 +29,8 @@ interface Counters {
 export class MemoryLimiter implements RateLimiter {
   #counters = new Map<string, Counters>();
   #nextSweepMs = 0;
+  /** moves with every decision that counted (limiter-checkpoint.ts saves when it moved) */
+  changes = 0;
 
   consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number, known?: Decision): Promise<Decision> {
     const decision = this.#decide(subject, limit, ban, nowMs ?? Date.now(), known);
@@ -45,6 +47,7 @@ export class MemoryLimiter implements RateLimiter {
 
     // 2. Both windows must have room; then both are counted.
     const [minute, day] = windowsAt(limit, c.minuteUsed, c.dayUsed, now);
+    this.changes++;
     if (isAllowed(minute, day)) {
       c.minuteUsed++;
       c.dayUsed++;
@@ -71,6 +74,23 @@ export class MemoryLimiter implements RateLimiter {
 
   async close(): Promise<void> {
     this.#counters.clear();
+  }
+
+  /** the subjects whose counts or ban still matter at `now` */
+  snapshot(now: number): Array<[string, Counters]> {
+    return [...this.#counters].filter(([, c]) => c.expiresMs > now);
+  }
+
+  /** puts back what snapshot() gave (read from disk: entries of another shape are skipped); how many */
+  restore(entries: unknown, now: number): number {
+    if (!Array.isArray(entries)) return 0;
+    let restored = 0;
+    for (const entry of entries) {
+      if (!Array.isArray(entry) || typeof entry[0] !== 'string' || !isCounters(entry[1]) || entry[1].expiresMs <= now) continue;
+      this.#counters.set(entry[0], { ...entry[1] });
+      restored++;
+    }
+    return restored;
   }
 
   get size(): number {
@@ -107,6 +127,12 @@ export class MemoryLimiter implements RateLimiter {
       if (c.expiresMs <= now) this.#counters.delete(subject);
     }
   }
+}
+
+const COUNTER_FIELDS = ['minuteStart', 'minuteUsed', 'dayStart', 'dayUsed', 'refusals', 'refusalEndMs', 'banEndMs', 'expiresMs'] as const;
+
+function isCounters(value: unknown): value is Counters {
+  return typeof value === 'object' && value !== null && COUNTER_FIELDS.every((field) => Number.isSafeInteger((value as Record<string, unknown>)[field]));
 }
 
 // What a decision of Redis's says about the subject's counters in the windows `c` is in. A decision
