@@ -4,10 +4,11 @@
 // and at stop: a stop loses nothing, a kill -9 the counts of the last CHECKPOINT_MS at most (those
 // calls are handed out once more in their windows), as a Redis failover forgets what the replica had
 // not received yet. Written to a temp file, fsynced and renamed: a crash leaves one whole snapshot.
-import { open, readFile, rename } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.ts';
 import type { MemoryLimiter } from './memory-limiter.ts';
+import { writeFileDurable } from '../state/embedded-domains.ts';
 
 export const CHECKPOINT_MS = 1_000;
 const FILE = 'limiter.json';
@@ -27,12 +28,12 @@ export async function keepLimiterCounts(limiter: MemoryLimiter, dataDir: string,
   const save = async (): Promise<void> => {
     const changes = limiter.changes;
     if (changes === savedAt) return;
-    await writeDurably(file, JSON.stringify({ version: 1, subjects: limiter.snapshot(now()) }));
+    await writeFileDurable(file, JSON.stringify({ version: 1, subjects: limiter.snapshot(now()) }));
     savedAt = changes;
   };
   const saveOnce = (): Promise<void> =>
     (writing ??= save()
-      .catch((err: unknown) => log.warn({ file, err: (err as Error).message }, 'could not save the rate-limit counts; trying again'))
+      .catch((err: Error & { cause?: Error }) => log.warn({ file, err: (err.cause ?? err).message }, 'could not save the rate-limit counts; trying again'))
       .finally(() => void (writing = null)));
   const timer = setInterval(() => void saveOnce(), CHECKPOINT_MS).unref();
   return async () => {
@@ -40,22 +41,4 @@ export async function keepLimiterCounts(limiter: MemoryLimiter, dataDir: string,
     await writing;
     await saveOnce();
   };
-}
-
-async function writeDurably(file: string, text: string): Promise<void> {
-  const temp = `${file}.${process.pid}.tmp`;
-  const handle = await open(temp, 'w', 0o600);
-  try {
-    await handle.writeFile(text);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(temp, file);
-  const dir = await open(path.dirname(file), 'r');
-  try {
-    await dir.sync();
-  } finally {
-    await dir.close();
-  }
 }

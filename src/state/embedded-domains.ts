@@ -293,7 +293,7 @@ async function readJson<T>(file: string): Promise<T | null> {
  * (a full disk) leaves no temp file behind and is reported to `health`; before the rename it leaves
  * the old content.
  */
-async function writeFileDurable(file: string, content: string | Buffer, health: WriteReports | undefined): Promise<void> {
+export async function writeFileDurable(file: string, content: string | Buffer, health?: WriteReports): Promise<void> {
   // not named after `file`: a name near the longest a file may have leaves no room for a suffix
   const temp = path.join(path.dirname(file), `.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`);
   try {
