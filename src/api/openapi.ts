@@ -35,8 +35,8 @@ export function openapiDocument(config: Config): unknown {
       license: { name: 'MIT', url: 'https://opensource.org/licenses/MIT' },
     },
     servers: [
-      ...config.api.hosts.filter((h) => !/^[\d.]+$/.test(h)).slice(0, 1).map((h) => ({ url: `https://${h}/v1`, description: 'production' })),
-      ...config.api.stagingHosts.slice(0, 1).map((h) => ({ url: `https://${h}/v1`, description: 'staging' })),
+      ...config.api.hosts.filter((h) => !/^[\d.]+$/.test(h)).slice(0, 1).map((h) => ({ url: base(h, config.https.publicPort), description: 'production' })),
+      ...config.api.stagingHosts.slice(0, 1).map((h) => ({ url: base(h, config.https.publicPort), description: 'staging' })),
     ],
     security: [{ bearer: [] }],
     tags: [
@@ -120,4 +120,10 @@ export function openapiDocument(config: Config): unknown {
       },
     },
   };
+}
+
+/** the API's base URL at a host, on the port clients use (PORTICO_PUBLIC_HTTPS_PORT, named unless 443) */
+function base(host: string, port: number): string {
+  const name = host.includes(':') ? `[${host}]` : host;
+  return `https://${name}${port === 443 ? '' : `:${port}`}/v1`;
 }

@@ -6,6 +6,8 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { startPortico, tempDir } from '../helpers/portico.ts';
 import { api } from '../helpers/client.ts';
+import { withEnv } from '../helpers/config-bed.ts';
+import { openapiDocument } from '../../src/api/openapi.ts';
 
 const portico = await startPortico();
 t.teardown(() => portico.stop());
@@ -29,4 +31,12 @@ t.test('GET /v1/openapi.json passes redocly lint', async (t) => {
   });
   t.equal(result.code, 0, `redocly lint passes:\n${result.output}`);
   t.notMatch(result.output, /\berror\b/i, 'no errors');
+});
+
+t.test('servers name the port clients use (PORTICO_PUBLIC_HTTPS_PORT) and bracket an IPv6 host', async (t) => {
+  const servers = (env: Record<string, string>) => (openapiDocument(withEnv(env)) as { servers: Array<{ url: string }> }).servers.map((s) => s.url);
+  t.same(servers({}), ['https://api.localhost/v1', 'https://api.staging.localhost/v1'], '443: no port');
+  // generated clients called port 443 when Portico was reached on another
+  t.same(servers({ PORTICO_PUBLIC_HTTPS_PORT: '8443' }), ['https://api.localhost:8443/v1', 'https://api.staging.localhost:8443/v1']);
+  t.same(servers({ PORTICO_STAGING_API_HOSTS: '::1' }), ['https://api.localhost/v1', 'https://[::1]/v1']);
 });
