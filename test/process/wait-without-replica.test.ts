@@ -132,6 +132,27 @@ t.test('one primary, its replica killed and back: writes stop waiting for it, re
   t.match(seen.events[1], `writes to ${node} are confirmed by replicas again`);
 });
 
+t.test('writes made together as the replica goes share one WAIT: none waits more than its ack timeout and the one before it', async (t) => {
+  // Each write sent a WAIT of its own, and Redis answers a connection's WAITs one after the other: the
+  // k-th of the writes made at the moment the replica went waited k ack timeouts (6 writes: 12 s)
+  const { primary, withoutReplica } = await primaryAndReplica(t);
+  const { seen, stores } = await open(t, primary.url);
+  await withoutReplica();
+  const times = await Promise.all(
+    Array.from({ length: 6 }, async (_, i) => {
+      const started = performance.now();
+      const created = await stores.categories.create('production', { name: `together-${i}` }, 1_000_000);
+      t.not(created, 'full');
+      return Math.round(performance.now() - started);
+    }),
+  );
+  t.comment(`six writes at once without the replica: ${times.join(', ')} ms`);
+  t.ok(Math.max(...times) < 2 * ACK_TIMEOUT_MS, `the slowest waited less than two ack timeouts (${Math.max(...times)} ms)`);
+  t.equal(seen.unreplicated, 6, 'each counted unreplicated');
+  t.equal(seen.events.length, 1, 'one warning');
+  t.equal((await stores.categories.list('production')).length, 6, 'and all six are there');
+});
+
 t.test('a user without +info (INFO refused): a WAIT once a second finds the replica back', async (t) => {
   const { primary, replica, follow, withoutReplica } = await primaryAndReplica(t);
   await cli(primary.port, 'ACL', 'SETUSER', 'app', 'on', '>app-password', '~portico:*', '&portico:*', '+@all', '-@dangerous');
