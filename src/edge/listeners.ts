@@ -370,12 +370,18 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
  * A request Node's HTTP/1.1 parser refuses (Content-Length with Transfer-Encoding, a bad chunk, a NUL
  * byte…): an Error body saying so, where Node's own answer is a bare 400, then the connection closes
  * as Node closes it, so nothing after it is read as a request. What Node answers otherwise (431 for
- * headers too large, 408 past the request timeout) and when (nothing once an answer was written on
- * the connection, or when the peer is gone) stays as Node does it.
+ * headers too large, 408 past the request timeout) stays as Node does it. When: while no answer is on
+ * its way on the connection — on a fresh one, and on a keep-alive one whose answers are all out (it
+ * closed without a word there, which a client reads as a connection lost and may send again) — or
+ * when the fault is in the body of the request being answered, nothing of its answer sent yet. Behind
+ * the answer to an earlier request (pipelined) the connection closes without one: Node writes its
+ * 400 there, and the client takes it for the answer to the earlier, valid request.
  */
 function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
-  const net = socket as net.Socket;
-  if (net.writable && net.bytesWritten === 0) {
+  const net = socket as net.Socket & { _httpMessage?: http.ServerResponse | null };
+  // the answer on its way on the connection (Node's own test in its default handler)
+  const pending = net._httpMessage;
+  if (net.writable && (!pending || (!pending.headersSent && !pending.req.complete))) {
     if (err.code === 'HPE_HEADER_OVERFLOW') net.write('HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n');
     else if (err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') net.write('HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n\r\n');
     else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') net.write('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n');

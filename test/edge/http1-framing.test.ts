@@ -125,6 +125,53 @@ t.test('smuggling probes answer 400 and close, never reaching the upstream', asy
   }
 });
 
+/** one whole answer with a Content-Length has been read */
+function complete(answer: string): boolean {
+  const end = answer.indexOf('\r\n\r\n');
+  const length = /\r\ncontent-length: (\d+)\r\n/i.exec(answer.slice(0, end + 2));
+  return end !== -1 && length !== null && Buffer.byteLength(answer.slice(end + 4)) >= Number(length[1]);
+}
+
+t.test('a malformed request on a keep-alive connection whose answers are out gets its 400; behind an answer still coming, none', async (t) => {
+  const reused = (plain: boolean, malformed: string) =>
+    new Promise<string>((resolve) => {
+      let answer = '';
+      let sent = false;
+      const socket = plain
+        ? net.connect(ports.http, '127.0.0.1', () => socket.write('GET /x HTTP/1.1\r\nHost: site.localhost\r\n\r\n'))
+        : tls.connect({ host: '127.0.0.1', port: ports.https, servername: 'site.localhost', ca, checkServerIdentity: () => undefined, ALPNProtocols: ['http/1.1'] }, () => socket.write('GET /echo HTTP/1.1\r\nHost: site.localhost\r\n\r\n'));
+      const timer = setTimeout(() => socket.destroy(), 3_000);
+      socket.on('data', (chunk) => {
+        answer += chunk;
+        // the first answer is complete: the connection is idle
+        if (!sent && complete(answer)) {
+          sent = true;
+          socket.write(malformed);
+        }
+      });
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve(answer);
+      });
+    });
+  for (const plain of [false, true]) {
+    const where = plain ? 'the HTTP listener' : 'HTTPS';
+    // and a fault in the body of the request being answered: its answer has not started
+    const badChunk = 'POST /echo HTTP/1.1\r\nHost: site.localhost\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nsmuggled\r\n0\r\n\r\n';
+    for (const [name, text] of [...Object.entries(PROBES), ['a chunk size that is not hex', badChunk]]) {
+      const answer = await reused(plain, text);
+      // the 400 follows the first answer's body on the same line
+      t.same([...answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]), [plain ? '308' : '200', '400'], `${where}, ${name}: the first answer, then 400`);
+      t.match(answer.slice(answer.lastIndexOf('HTTP/1.1 400')), /\r\nConnection: close\r\n[^]*not valid HTTP\/1\.1/i, `${where}, ${name}: an Error body, and the connection closes`);
+      t.notMatch(answer, /smuggled/, `${where}, ${name}: nothing from the upstream`);
+    }
+  }
+  // pipelined behind a request whose answer is still being made: a 400 now would be read as its answer
+  const pipelined = await exchange(`GET /slow?ms=300 HTTP/1.1\r\nHost: site.localhost\r\n\r\n${PROBES['smuggling-nul: a NUL byte in a field value']}`);
+  t.same(statusLines(pipelined), [], 'no 400 in place of the valid request\'s answer; the connection closes');
+});
+
 t.test('a request without Host names no site: 400 saying so, over HTTPS and on the HTTP listener', async (t) => {
   for (const version of ['1.0', '1.1']) {
     const answer = await exchange(`GET /echo HTTP/${version}\r\n\r\n`);
