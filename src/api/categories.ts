@@ -6,6 +6,14 @@ const MAX_NAME = 100;
 const MAX_DESCRIPTION = 1000;
 /** C0, DEL and C1: invisible in a list, and a NUL or an escape sequence in a name is never meant */
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+/**
+ * Bidirectional embeddings, overrides and isolates: they reorder how the text after them is shown
+ * (Trojan Source, CVE-2021-42574), so a name could read in a list as another one. A label needs none;
+ * the marks (U+200E, U+200F) stay allowed.
+ */
+const BIDI = /[\u202a-\u202e\u2066-\u2069]/;
+/** nothing to see: format characters (zero-width space, joiners, soft hyphen…) and separators alone */
+const INVISIBLE = /^[\p{Cf}\p{Z}]*$/u;
 
 /** NewCategory → the fields to store. Unknown fields are ignored; absent optional fields stay absent. */
 export function parseNewCategory(body: Record<string, unknown>): Omit<Category, 'id'> {
@@ -19,6 +27,8 @@ export function parseNewCategory(body: Record<string, unknown>): Omit<Category, 
   // a lone surrogate (\ud800 in the JSON) is no character: stored, it made the environment's whole list
   // JSON that strict parsers (jq, serde_json) refuse
   if (!trimmed.isWellFormed()) throw new HttpError('invalid_request', '"name" must be valid Unicode text (it holds an unpaired surrogate escape such as \\ud800).');
+  if (BIDI.test(trimmed)) throw new HttpError('invalid_request', '"name" must not contain bidirectional embedding, override or isolate characters (U+202A–U+202E, U+2066–U+2069): they change how the text around them is shown.');
+  if (INVISIBLE.test(trimmed)) throw new HttpError('invalid_request', '"name" must have a visible character (it holds only zero-width or format characters).');
   if (description === undefined) return { name: trimmed };
   if (typeof description !== 'string') throw new HttpError('invalid_request', `"description" must be a string, got ${describe(description)}.`);
   if ([...description].length > MAX_DESCRIPTION) throw new HttpError('invalid_request', `"description" must be at most ${MAX_DESCRIPTION} characters.`);

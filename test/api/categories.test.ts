@@ -222,6 +222,14 @@ t.test('bytes that are not UTF-8, control characters, and a client gone mid-body
     t.match((lone.json as { message: string }).message, /valid Unicode text.*unpaired surrogate/, body);
   }
   t.equal((await post('{"name":"pair \\ud83d\\ude00"}')).status, 201, 'a surrogate pair (an emoji) is one character');
+  // a name that shows as nothing, or as another name: a right-to-left override makes "txt.exe" read "exe.txt"
+  for (const [name, why] of [['\u200b', /visible character/], ['\u200b\u2060\u00ad', /visible character/], ['report\u202etxt.exe', /bidirectional/], ['a\u2066b\u2069', /bidirectional/]] as const) {
+    const answer = await post(JSON.stringify({ name }));
+    expectError(t, answer, 400, 'invalid_request');
+    t.match((answer.json as { message: string }).message, why, JSON.stringify(name));
+  }
+  t.equal((await post(JSON.stringify({ name: 'שלום \u200f(1)' }))).status, 201, 'right-to-left text with a direction mark');
+  t.equal((await post(JSON.stringify({ name: 'co\u00adop' }))).status, 201, 'a soft hyphen inside a visible name');
   const lines = await post(JSON.stringify({ name: 'Café ☕', description: 'two\nlines\twith a tab' }));
   t.equal(lines.status, 201, 'UTF-8, and line breaks and tabs in a description');
   t.match(lines.json, { name: 'Café ☕', description: 'two\nlines\twith a tab' });
