@@ -55,12 +55,26 @@ export function replicaAcknowledgement(deps: ReplicaAcknowledgementDeps): Replic
   let sequence = 0;
   const shared = new Map<Redis, { sentAfter: number; confirmed: Promise<number | null> }>();
 
+  // A primary written to for the first time (at start, after a failover) has its INFO looked at before
+  // any WAIT: a promoted replica has no replica of its own yet, and its first WAIT held the connection
+  // for the whole ack timeout, so the commands behind it timed out, and for the next 250 ms the stores
+  // refused to wait on Redis at all (a second burst of 503s right after writes had worked again, in 2 of
+  // 4 Cluster kill -9 runs).
+  let looked: { node: string; done: Promise<void> } | null = null;
+
   const acknowledge = async (): Promise<void> => {
     if (replicasToAck === 0) return;
     // every write this acknowledges was answered before now
     const writtenBy = ++sequence;
     for (;;) {
       const node = deps.node();
+      if (looked?.node !== node) {
+        const done = replicasOnline().then((online) => {
+          if (!online) lacking(node, `it names fewer than ${replicasToAck} online`);
+        });
+        looked = { node, done };
+      }
+      await looked.done;
       if (unconfirmed?.node === node && !(await replicasBack(unconfirmed))) {
         deps.onUnreplicatedWrite();
         return;
@@ -114,12 +128,17 @@ export function replicaAcknowledgement(deps: ReplicaAcknowledgementDeps): Replic
     // an error says nothing of the replicas; a short answer does, unless they are online and only
     // lagging: then the next write waits again, as a write's durability asks
     if (confirmed === null || (unconfirmed?.node !== node && (await replicasOnline()))) return confirmed;
+    lacking(node, `${confirmed} of ${replicasToAck} within ${ackTimeoutMs} ms`);
+    return confirmed;
+  };
+
+  /** `node` lacks the replicas asked for: its writes are counted without a WAIT until it names them again */
+  const lacking = (node: string, why: string): void => {
     if (unconfirmed?.node !== node) {
       const wanted = replicasToAck === 1 ? 'a replica' : `${replicasToAck} replicas`;
-      deps.tell('warn', `writes to ${node} are not confirmed by replicas (${confirmed} of ${replicasToAck} within ${ackTimeoutMs} ms): they are answered without waiting and counted in portico_redis_unreplicated_writes_total until it names ${wanted} online again`, { node, replicas: confirmed, replicasToAck });
+      deps.tell('warn', `writes to ${node} are not confirmed by replicas (${why}): they are answered without waiting and counted in portico_redis_unreplicated_writes_total until it names ${wanted} online again`, { node, replicasToAck });
     }
     unconfirmed = { node, probedAt: performance.now() };
-    return confirmed;
   };
 
   /** whether a WAIT may succeed on the primary again (looked at once a second at most) */

@@ -137,6 +137,8 @@ t.test('writes made together as the replica goes share one WAIT: none waits more
   // k-th of the writes made at the moment the replica went waited k ack timeouts (6 writes: 12 s)
   const { primary, withoutReplica } = await primaryAndReplica(t);
   const { seen, stores } = await open(t, primary.url);
+  // a write while the replica is there: the primary is known, and its next write asks a WAIT again
+  await stores.categories.create('staging', { name: 'seed' }, 1_000_000);
   await withoutReplica();
   const times = await Promise.all(
     Array.from({ length: 6 }, async (_, i) => {
@@ -151,6 +153,29 @@ t.test('writes made together as the replica goes share one WAIT: none waits more
   t.equal(seen.unreplicated, 6, 'each counted unreplicated');
   t.equal(seen.events.length, 1, 'one warning');
   t.equal((await stores.categories.list('production')).length, 6, 'and all six are there');
+});
+
+t.test('a primary without a replica from the first write on (a promoted replica): no WAIT holds its connection', async (t) => {
+  // its first WAIT held the connection for the whole ack timeout: a read sent beside that write
+  // timed out behind it (2 s against 1 s), and the stores then refused Redis for a moment
+  const primary = await startRedis();
+  t.teardown(() => primary.stop());
+  const { seen, stores } = await open(t, primary.url);
+  const started = performance.now();
+  const [written, read] = await Promise.allSettled([
+    stores.categories.create('production', { name: 'first' }, 1_000_000),
+    (async () => {
+      await sleep(50);
+      return stores.categories.get('staging', 1);
+    })(),
+  ]);
+  const ms = Math.round(performance.now() - started);
+  t.equal(written.status, 'fulfilled', 'the first write is answered');
+  t.match(read, { status: 'fulfilled', value: null }, 'and a read beside it');
+  t.ok(ms < ACK_TIMEOUT_MS / 2, `without waiting for a WAIT (${ms} ms)`);
+  t.equal(seen.unreplicated, 1, 'the write is counted unreplicated');
+  t.same(seen.events.map(who), [`warn 127.0.0.1:${primary.port}`], 'one warning, naming the primary');
+  t.match(seen.events[0], /not confirmed by replicas \(it names fewer than 1 online\)/);
 });
 
 t.test('a user without +info (INFO refused): a WAIT once a second finds the replica back', async (t) => {
