@@ -19,6 +19,8 @@ import { watchRedis } from '../../src/state/redis-watch.ts';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const STATE_SLOT = keySlot(CLUSTER_KEY_PREFIX);
 const SAMPLE_EVERY_MS = 50;
+/** the state slot's primary the first test kills */
+let killed: RedisNode | undefined;
 
 const topology = await startCluster();
 t.teardown(() => topology.stop());
@@ -42,6 +44,7 @@ t.test('kill -9 of the state slot\'s primary: the view goes down once and up onc
   const { key } = await accountWithKey(portico.ports.admin, 'enterprise', 'production', { perMinute: 1_000_000, perDay: 10_000_000 });
   t.equal((await admin(portico.ports.admin, 'GET', '/readyz')).json?.redis, 'ok', 'ready before the kill');
   const primary = await topology.primaryOf(STATE_SLOT);
+  killed = primary;
   const replica = new Redis({ host: '127.0.0.1', port: (await replicaOf(primary)).port, maxRetriesPerRequest: 0 });
   t.teardown(() => replica.disconnect());
   // the earliest moment a write to the state slot can succeed again: the replica calls itself primary
@@ -112,13 +115,22 @@ t.test('kill -9 of the state slot\'s primary: the view goes down once and up onc
   t.same(writes.filter((w) => w.sentAt > backAt && w.status !== 201).map((w) => `${w.sentAt}:${w.status}`), [], 'every write sent after /readyz said ok again was answered 201');
 });
 
-t.test('after the kill the state\'s primary has no replica: a PING behind a write\'s WAIT waits for it instead of calling Redis unreachable', async (t) => {
-  // each WAIT 1 now holds its connection for the whole ack timeout, and a PING sent behind it timed out
-  // after the command timeout alone (500 ms against 1500): the view went down and up around every write
+t.test('a replica that stops answering (SIGSTOP): a PING behind a write\'s WAIT waits for it instead of calling Redis unreachable', async (t) => {
+  // a WAIT 1 holds its connection for the whole ack timeout while the replica the primary names online
+  // does not confirm, and a PING sent behind it timed out after the command timeout alone (500 ms
+  // against 1500): the view went down and up around every write. (A primary with no replica at all is
+  // found out from its INFO before any WAIT: redis-replicas.ts)
   const commandTimeoutMs = 500;
   const ackTimeoutMs = 1500;
   const primary = await topology.primaryOf(STATE_SLOT);
-  t.match(await cli(primary.port, 'INFO', 'replication'), /connected_slaves:0/, 'the state\'s primary has no replica');
+  // the primary killed above, back as this one's replica, then frozen: still named online until repl-timeout
+  await killed!.restart();
+  const online = async () => /^slave0:.*state=online/m.test(await cli(primary.port, 'INFO', 'replication'));
+  for (let i = 0; i < 300 && !(await online()); i++) await sleep(50);
+  t.ok(await online(), 'the old primary is back as the replica of the state\'s primary');
+  const frozen = killed!.process.pid!;
+  process.kill(frozen, 'SIGSTOP');
+  t.teardown(() => void process.kill(frozen, 'SIGCONT'));
   const connections = connectRedis(topology.url, { commandTimeoutMs, replicaAckTimeoutMs: ackTimeoutMs });
   t.teardown(() => {
     connections.subscriber.disconnect();
@@ -135,8 +147,12 @@ t.test('after the kill the state\'s primary has no replica: a PING behind a writ
   t.teardown(() => watch.stop());
   t.equal(watch.up, true, 'up to begin with');
 
+  // a write for the WAIT to wait for (the cluster client adds the state's key prefix, so its slot)
+  await connections.client.set('readiness-flap', '1');
   const started = performance.now();
   const acknowledged = connections.acknowledge();
+  // the PING goes out once the WAIT is on its way
+  await sleep(20);
   const up = await watch.check();
   const pingedMs = performance.now() - started;
   await acknowledged;
