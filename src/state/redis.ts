@@ -219,7 +219,8 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
   if (client.status === 'ready' && connections.mode !== 'cluster' && connections.auth.db !== 0) {
     const db = connections.auth.db;
     const refusal = await client.select(db).then(() => null, (err: unknown) => err as Error);
-    if (refusal !== null) throw giveUp(stateUnavailable(new Error(`PORTICO_REDIS_URL names database ${db}, which the server refuses (${refusal.message}); the start stops`, { cause: refusal })));
+    // no `cause`: its words are in the message already, and the log's error line joined them twice
+    if (refusal !== null) throw giveUp(stateUnavailable(new Error(`PORTICO_REDIS_URL names database ${db}, which the server refuses (${refusal.message}); the start stops`)));
   }
   if (client.status !== 'ready' && nodeErrors) {
     // ioredis's "Failed to refresh slots cache." alone says less than the guess below
@@ -235,7 +236,8 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
   // after 650ms", that a stopped start never makes)
   if (client.status !== 'ready' && health.connectionError) {
     const reason = health.connectionError;
-    throw giveUp(stateUnavailable(new Error(`${reason.message}; the start stops`, { cause: reason })));
+    // no `cause`, as above ("…ECONNREFUSED 127.0.0.1:1; the start stops: connect ECONNREFUSED 127.0.0.1:1")
+    throw giveUp(stateUnavailable(new Error(`${reason.message}; the start stops`)));
   }
   await routeIndex.load().catch((err: unknown) => {
     // a command refused (a server the check above cannot ask: Redis before 7.0)

@@ -88,3 +88,12 @@ t.test('issue: the HTTP port taken: the start stops with exit 1 instead of repla
   const outcome = await serveWorkers({ PORTICO_HTTPS_PORT: String(await freePort()), PORTICO_HTTP_PORT: String(http) });
   saidOnce(t, outcome, /the http listener cannot bind port \d+.*EADDRINUSE/);
 });
+
+t.test('Redis refusing connections: the fatal line gives the reason once', async (t) => {
+  // the error and the one it wrapped carried the same words, and the log line joined both:
+  // "connect ECONNREFUSED 127.0.0.1:P; the start stops: connect ECONNREFUSED 127.0.0.1:P"
+  const outcome = await serveWorkers({ PORTICO_REDIS_URL: `redis://127.0.0.1:${await freePort()}`, PORTICO_HTTPS_PORT: String(await freePort()), PORTICO_HTTP_PORT: String(await freePort()) });
+  saidOnce(t, outcome, /ECONNREFUSED/);
+  const message: string = outcome.log.find((e) => e.level === 60)?.err?.message ?? '';
+  t.equal(message.split('ECONNREFUSED').length - 1, 1, `the reason once (${message})`);
+});
