@@ -90,6 +90,8 @@ export function queryFilter(query: URLSearchParams, name: string, allowed?: read
   const oneOf = allowed ? `one of ${allowed.join(', ')}` : '';
   if (values.length > 1) throw new HttpError('invalid_request', `"${name}" is given ${values.length} times; give it once${allowed ? ` (${oneOf})` : ''}.`);
   const [value] = values;
+  // `?accountId=` from an empty shell variable filtered nothing: every account's projects were listed
+  if (!allowed && value === '') throw new HttpError('invalid_request', `"${name}" is empty; give a value, or leave "${name}" out for no filter.`);
   if (allowed && !allowed.includes(value)) {
     throw new HttpError('invalid_request', `"${name}" must be ${oneOf}; got ${value === '' ? 'an empty value' : quoted(value)}. Leave "${name}" out for every domain.`);
   }

@@ -162,4 +162,8 @@ t.test('a query filter given empty or twice is refused', async (t) => {
   t.match((await call('GET', `${domains}?status=pending&status=verified`)).json.message, /^"status" is given 2 times; give it once \(one of pending, verified, failed\)\./);
   t.equal((await call('GET', `/admin/projects?accountId=${account.id}&accountId=acc_other`)).status, 400, 'accountId twice');
   t.equal((await call('GET', `/admin/projects?accountId=${account.id}`)).json.length, 1, 'accountId once');
+  // from an empty shell variable: it listed every account's projects
+  const empty = await call('GET', '/admin/projects?accountId=');
+  t.equal(empty.status, 400, 'accountId empty');
+  t.match(empty.json.message, /^"accountId" is empty; give a value, or leave "accountId" out for no filter\.$/);
 });
