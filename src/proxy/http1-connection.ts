@@ -36,7 +36,7 @@ export type { Attempt, ClientOptions, Exchange, HeaderList, Origin, PoolHooks, S
 const MAX_HEAD = 64 * 1024;
 const HEAD_END = Buffer.from('\r\n\r\n');
 // 100 Continue and 103 Early Hints come a few at a time; more than this is a flood (502)
-const MAX_INTERIM = 32;
+export const MAX_INTERIM = 32;
 // methods whose request means to carry content: sent without a body, they say so with
 // `content-length: 0` (RFC 9110 §8.6; an upstream may answer 411 otherwise). Go's Transport picks the
 // same three; GET, HEAD and the rest go without framing fields

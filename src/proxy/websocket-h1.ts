@@ -24,6 +24,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { sendPage, upstreamFailurePage } from '../edge/pages.ts';
 import { connectionTokens, isHopByHop } from './forward.ts';
+import { MAX_INTERIM } from './http1-connection.ts';
 
 const EMPTY = Buffer.alloc(0);
 
@@ -111,10 +112,19 @@ export function passUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, 
   // before an answer: unreachable, reset, not HTTP/1.1. After a refusal's head: its body broke off
   // (Node then ends a body read to the close as if it were whole, so this is the only sign of it)
   request.on('error', (err: Error & { code?: string }) => fail(err.code?.startsWith('HPE_') ? 'invalid_response' : undefined));
+  // 1xx answers before the 101 or the refusal are skipped, as forwarded requests skip them, and at
+  // most MAX_INTERIM of them, as there (http1-connection.ts): a flood had the head's whole clock
+  let interim = 0;
+  request.on('information', () => {
+    if (++interim <= MAX_INTERIM) return;
+    request.destroy();
+    fail('invalid_response');
+  });
   request.on('upgrade', (answer: IncomingMessage, upstream: net.Socket, upstreamHead: Buffer) => {
     clearTimeout(timer);
     upstream.on('error', () => upstream.destroy());
-    if (visitor.destroyed) {
+    // failed already: the 101 came in the same read as what was refused (a flood of 1xx answers)
+    if (visitor.destroyed || failed) {
       upstream.destroy();
       return;
     }

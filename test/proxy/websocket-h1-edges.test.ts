@@ -188,6 +188,19 @@ t.test('a 101 without Upgrade, or switching to another protocol than asked (h2c)
   }
 });
 
+t.test('interim (1xx) answers before the 101: up to 32 are skipped, more is a flood → 502', async (t) => {
+  const hints = (n: number) => 'HTTP/1.1 103 Early Hints\r\nLink: </app.js>; rel=preload\r\n\r\n'.repeat(n);
+  const switched = `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: ${acceptOf(KEY)}\r\n\r\n`;
+  answers.set('/hints-32', (socket) => socket.write(hints(32) + switched));
+  answers.set('/hints-33', (socket) => socket.write(hints(33) + switched));
+  const allowed = await exchange(upgradeRequest(HOSTNAME, '/hints-32'), HOSTNAME, 500);
+  t.same(statusLines(allowed.text), ['HTTP/1.1 101'], '32 hints: skipped, then the switch');
+  const flood = await exchange(upgradeRequest(HOSTNAME, '/hints-33'));
+  t.same(statusLines(flood.text), ['HTTP/1.1 502'], '33 hints: one answer, 502');
+  t.ok(flood.closedByServer, 'and the connection is closed');
+  t.match(await accessLine('/hints-33'), { status: 502, route: 'project' });
+});
+
 t.test('refusals are framed by Portico and say Connection: close, as the connection closes after them', async (t) => {
   answers.set('/refuse-keep-alive', (socket) => socket.write('HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\r\n'));
   answers.set('/refuse-named', (socket) => socket.write('HTTP/1.1 403 Forbidden\r\nConnection: X-Hop\r\nX-Hop: 1\r\nContent-Length: 5\r\nX-End: 2\r\n\r\nnope!'));
