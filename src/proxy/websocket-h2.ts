@@ -22,6 +22,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Duplex } from 'node:stream';
+import { MAX_INTERIM } from './http1-connection.ts';
 
 const { NGHTTP2_CANCEL } = http2.constants;
 // RFC 6455 §1.3
@@ -80,6 +81,11 @@ export function bridgeWebSocket(stream: http2.ServerHttp2Stream, target: URL, he
     request.destroy();
   });
   request.on('error', () => fail(502));
+  // at most MAX_INTERIM 1xx answers before the 101, as for forwarded requests (http1-connection.ts)
+  let interim = 0;
+  request.on('information', () => {
+    if (++interim > MAX_INTERIM) fail(502);
+  });
   request.on('response', (res) => {
     // settled before: the request is destroyed already
     if (settled) return;

@@ -52,6 +52,12 @@ function answer(path: string, head: string, socket: net.Socket): void {
     socket.write('HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\n\r\nnot finished');
   } else if (path.startsWith('/ws/refuse')) {
     socket.end('HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+  } else if (path.startsWith('/ws/hints-')) {
+    // n interim answers, then the switch
+    const key = /^sec-websocket-key: *(\S+)/im.exec(head)?.[1] ?? '';
+    const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+    const hints = 'HTTP/1.1 103 Early Hints\r\nLink: </app.js>; rel=preload\r\n\r\n'.repeat(Number(path.slice('/ws/hints-'.length)));
+    socket.write(`${hints}HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
   } else if (path.startsWith('/ws/echo')) {
     // RFC 6455 §4.2.2: the accept for the key Portico made; then every byte comes back
     const key = /^sec-websocket-key: *(\S+)/im.exec(head)?.[1] ?? '';
@@ -153,6 +159,13 @@ t.test('a refusal whose body never ends: the upstream connection is closed once 
   t.equal(mine.filter((c) => !c.closed).length, 0, 'no upstream connection is left open, while the visitor\'s h2 connection is still up');
   t.notOk(session.closed || session.destroyed, 'the visitor\'s connection stays usable');
   t.equal(await websocket(session, '/ws/refuse/after').status, 403, 'and answers its next WebSocket');
+});
+
+t.test('interim (1xx) answers before the 101: up to 32 are skipped, more is a flood → 502', async (t) => {
+  const session = h2();
+  t.teardown(() => session.destroy());
+  t.equal(await websocket(session, '/ws/hints-32').status, 200, '32 hints: skipped, then the WebSocket opens');
+  t.equal(await websocket(session, '/ws/hints-33').status, 502, '33 hints: 502');
 });
 
 t.test('rapid reset with extended CONNECT streams is held like rapid reset with GETs', async (t) => {
