@@ -208,7 +208,10 @@ export function createListeners(deps: ListenerDeps): Listeners {
   const httpServer = plain(() => handlers.http);
   const admin = plain(() => handlers.admin);
   const metricsServer = config.metrics.port !== null ? plain(() => handlers.metricsOnly) : null;
-  for (const server of [https, httpServer, admin, metricsServer]) server?.on('clientError', answerClientError);
+  for (const server of [https, httpServer, admin, metricsServer]) {
+    server?.on('clientError', answerClientError);
+    if (server) continueWhenRead(server);
+  }
 
   // with PROXY protocol on, the edge listeners accept raw TCP, read the header, then hand over
   const front = (server: net.Server) => (config.proxyProtocol ? acceptProxyProtocol(server, { trusted: (address) => trust(address) }) : server);
@@ -364,6 +367,29 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
     session.once('close', () => sessions.delete(session));
   });
   return state;
+}
+
+/**
+ * `Expect: 100-continue` over HTTP/1.1: the 100 goes out when the body is first read, not as soon as the
+ * head arrives (Node's way without a 'checkContinue' listener). A request refused from its head alone
+ * (413 from its Content-Length, 401, 404…) gets that answer instead, and the client never sends a body
+ * nobody reads; Node then closes the connection, since the body was not read. Go's server does the
+ * same. Over HTTP/2 the 100 goes out at once, as Node does it.
+ */
+function continueWhenRead(server: http.Server | http2.Http2SecureServer): void {
+  server.on('checkContinue', (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
+    if (req.httpVersionMajor === 2) res.writeContinue();
+    else {
+      const readable = req as http.IncomingMessage & { _read(size: number): void };
+      const read = readable._read;
+      readable._read = function (this: http.IncomingMessage, size: number) {
+        readable._read = read;
+        if (!res.headersSent) res.writeContinue();
+        return read.call(this, size);
+      };
+    }
+    server.emit('request', req, res);
+  });
 }
 
 /**

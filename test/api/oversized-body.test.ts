@@ -62,3 +62,58 @@ t.test('HTTP/2: a streamed body over the cap gets 413 on its stream; the connect
   t.equal(nextStatus, 200, 'the next stream on the same connection is answered');
   t.notOk(goaway, 'no GOAWAY');
 });
+
+t.test('Expect: 100-continue: a body refused from its head gets the refusal instead of 100; one that is read gets 100 first', async (t) => {
+  // Node's server sent 100 Continue as soon as the head arrived: curl then sent a 1 MiB body only to
+  // read 413 (or 401) after it
+  const ask = (headers: string, body: (socket: tls.TLSSocket) => void) =>
+    new Promise<string>((resolve) => {
+      const socket = tls.connect({ host: '127.0.0.1', port: ports.https, servername: HOST, ca, checkServerIdentity: () => undefined, ALPNProtocols: ['http/1.1'] }, () => socket.write(headers));
+      let text = '';
+      let sent = false;
+      const timer = setTimeout(() => socket.destroy(), 3_000);
+      socket.on('data', (chunk: Buffer) => {
+        text += chunk.toString('latin1');
+        // the body goes once the 100 is read, as a client waiting for it does
+        if (!sent && text.startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
+          sent = true;
+          body(socket);
+        }
+      });
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve(text);
+      });
+    });
+  const statuses = (text: string) => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+  const post = (auth: string, length: number) =>
+    `POST /v1/categories HTTP/1.1\r\nHost: ${HOST}\r\n${auth}Content-Type: application/json\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`;
+
+  const tooLarge = await ask(post(`Authorization: Bearer ${key}\r\n`, MIB.length), (socket) => socket.write(MIB));
+  t.same(statuses(tooLarge), [413], 'over the cap: 413, no 100 before it');
+  const anonymous = await ask(post('', 20), (socket) => socket.write('{"name":"no key    "}'));
+  t.same(statuses(anonymous), [401], 'without a key: 401, no 100 before it');
+  const json = '{"name":"continued"}';
+  const read = await ask(`${post(`Authorization: Bearer ${key}\r\n`, json.length).slice(0, -2)}Connection: close\r\n\r\n`, (socket) => socket.write(json));
+  t.same(statuses(read), [100, 201], 'a body that is read: 100, then the answer');
+  t.match(read, /"name":"continued"/);
+});
+
+t.test('Expect: 100-continue over HTTP/2 still gets its 100 and its answer', async (t) => {
+  const session = http2.connect(`https://127.0.0.1:${ports.https}`, { ca, servername: HOST, checkServerIdentity: () => undefined });
+  session.on('error', () => undefined);
+  t.teardown(() => session.close());
+  const post = session.request({ ':method': 'POST', ':path': '/v1/categories', ':authority': HOST, authorization: `Bearer ${key}`, 'content-type': 'application/json', expect: '100-continue' });
+  post.on('error', () => undefined);
+  const continued = new Promise<boolean>((resolve) => {
+    post.once('continue', () => resolve(true));
+    post.once('response', () => resolve(false));
+  });
+  const status = new Promise<number>((resolve) => post.once('response', (h) => resolve(Number(h[':status']))));
+  t.ok(await continued, 'a 100 first');
+  post.end('{"name":"continued over h2"}');
+  t.equal(await status, 201);
+  post.resume();
+  await new Promise((resolve) => post.once('close', resolve));
+});

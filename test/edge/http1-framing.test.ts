@@ -183,3 +183,28 @@ t.test('a request without Host names no site: 400 saying so, over HTTPS and on t
   }
   t.match(await exchange('GET https://site.localhost/echo HTTP/1.0\r\n\r\n'), /^HTTP\/1\.1 200 /, 'an absolute-form target names the site itself');
 });
+
+t.test('Expect: 100-continue on a forwarded upload: 100 once the body goes up, then the upstream\'s answer', async (t) => {
+  const body = 'x'.repeat(100_000);
+  const answer = await new Promise<string>((resolve) => {
+    const socket = tls.connect({ host: '127.0.0.1', port: ports.https, servername: 'site.localhost', ca, checkServerIdentity: () => undefined, ALPNProtocols: ['http/1.1'] }, () =>
+      socket.write(`POST /upload HTTP/1.1\r\nHost: site.localhost\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`));
+    let text = '';
+    let sent = false;
+    const timer = setTimeout(() => socket.destroy(), 3_000);
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      if (!sent && text.startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
+        sent = true;
+        socket.write(body);
+      }
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(text);
+    });
+  });
+  t.same([...answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]), ['100', '200'], 'the 100, then the upstream\'s 200');
+  t.match(answer, /"bytes":100000/, 'the whole body went up');
+});
