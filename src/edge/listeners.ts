@@ -234,9 +234,9 @@ export function createListeners(deps: ListenerDeps): Listeners {
     async listen() {
       for (const [name, server, port, host] of bound) {
         await new Promise<void>((resolve, reject) => {
-          const failed = (err: Error) => {
+          const failed = (err: NodeJS.ErrnoException) => {
             const where = host === undefined ? `port ${port}` : `${host.includes(':') ? `[${host}]` : host}:${port}`;
-            reject(new Error(`the ${name} listener cannot bind ${where}`, { cause: err }));
+            reject(new Error(`the ${name} listener cannot bind ${where}`, { cause: bindFailure(err) }));
           };
           server.once('error', failed);
           server.listen(port, host, () => {
@@ -367,6 +367,16 @@ function trackConnections(server: http2.Http2SecureServer, headersMs: () => numb
     session.once('close', () => sessions.delete(session));
   });
   return state;
+}
+
+/**
+ * Why a listener could not bind, in words for the two reasons an operator meets: a worker's own error
+ * read "bind EADDRINUSE null:8443" (the address as cluster mode passes it); Node's words otherwise.
+ */
+function bindFailure(err: NodeJS.ErrnoException): Error {
+  if (err.code === 'EADDRINUSE') return Object.assign(new Error('another process listens there (EADDRINUSE)'), { code: err.code });
+  if (err.code === 'EACCES') return Object.assign(new Error('not allowed (EACCES): a port below 1024 needs root or the CAP_NET_BIND_SERVICE capability'), { code: err.code });
+  return err;
 }
 
 /**

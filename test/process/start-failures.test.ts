@@ -72,6 +72,7 @@ function saidOnce(t: Test, outcome: Outcome, cause: RegExp): void {
   t.equal(fatal[0]?.msg, 'Portico could not start', 'as a single process says it');
   t.equal(outcome.stderr.length, 1, `one stderr line: ${JSON.stringify(outcome.stderr)}`);
   t.match(outcome.stderr[0], new RegExp(`^portico: .*${cause.source}`), 'stderr names the cause');
+  t.notMatch(outcome.stderr[0], /null:/, 'in words, not cluster mode\'s "bind EADDRINUSE null:8443"');
   t.notOk(outcome.log.some((e) => e.msg === 'a worker did not stop cleanly'), 'no worker is said to have stopped badly');
   t.notOk(outcome.log.some((e) => /replacement|trying again/.test(e.msg ?? '')), 'no replacement was forked');
 }
