@@ -7,6 +7,7 @@ import http2 from 'node:http2';
 import tls from 'node:tls';
 import { startPortico } from '../helpers/portico.ts';
 import { accountWithKey } from '../helpers/client.ts';
+import { afterContinue, converse } from '../helpers/conversation.ts';
 
 const portico = await startPortico();
 t.teardown(() => portico.stop());
@@ -66,36 +67,17 @@ t.test('HTTP/2: a streamed body over the cap gets 413 on its stream; the connect
 t.test('Expect: 100-continue: a body refused from its head gets the refusal instead of 100; one that is read gets 100 first', async (t) => {
   // Node's server sent 100 Continue as soon as the head arrived: curl then sent a 1 MiB body only to
   // read 413 (or 401) after it
-  const ask = (headers: string, body: (socket: tls.TLSSocket) => void) =>
-    new Promise<string>((resolve) => {
-      const socket = tls.connect({ host: '127.0.0.1', port: ports.https, servername: HOST, ca, checkServerIdentity: () => undefined, ALPNProtocols: ['http/1.1'] }, () => socket.write(headers));
-      let text = '';
-      let sent = false;
-      const timer = setTimeout(() => socket.destroy(), 3_000);
-      socket.on('data', (chunk: Buffer) => {
-        text += chunk.toString('latin1');
-        // the body goes once the 100 is read, as a client waiting for it does
-        if (!sent && text.startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
-          sent = true;
-          body(socket);
-        }
-      });
-      socket.on('error', () => undefined);
-      socket.on('close', () => {
-        clearTimeout(timer);
-        resolve(text);
-      });
-    });
+  const ask = (head: string, body: string | Buffer) => converse({ port: ports.https, servername: HOST, ca }, head, afterContinue(body));
   const statuses = (text: string) => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
   const post = (auth: string, length: number) =>
     `POST /v1/categories HTTP/1.1\r\nHost: ${HOST}\r\n${auth}Content-Type: application/json\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`;
 
-  const tooLarge = await ask(post(`Authorization: Bearer ${key}\r\n`, MIB.length), (socket) => socket.write(MIB));
+  const tooLarge = await ask(post(`Authorization: Bearer ${key}\r\n`, MIB.length), MIB);
   t.same(statuses(tooLarge), [413], 'over the cap: 413, no 100 before it');
-  const anonymous = await ask(post('', 20), (socket) => socket.write('{"name":"no key    "}'));
+  const anonymous = await ask(post('', 20), '{"name":"no key    "}');
   t.same(statuses(anonymous), [401], 'without a key: 401, no 100 before it');
   const json = '{"name":"continued"}';
-  const read = await ask(`${post(`Authorization: Bearer ${key}\r\n`, json.length).slice(0, -2)}Connection: close\r\n\r\n`, (socket) => socket.write(json));
+  const read = await ask(`${post(`Authorization: Bearer ${key}\r\n`, json.length).slice(0, -2)}Connection: close\r\n\r\n`, json);
   t.same(statuses(read), [100, 201], 'a body that is read: 100, then the answer');
   t.match(read, /"name":"continued"/);
 });

@@ -7,6 +7,7 @@ import tls from 'node:tls';
 import { startPortico } from '../helpers/portico.ts';
 import { startUpstream } from '../helpers/upstream.ts';
 import { admin, accountWithKey } from '../helpers/client.ts';
+import { afterContinue, converse } from '../helpers/conversation.ts';
 
 const upstream = await startUpstream();
 t.teardown(() => upstream.stop());
@@ -134,27 +135,9 @@ function complete(answer: string): boolean {
 
 t.test('a malformed request on a keep-alive connection whose answers are out gets its 400; behind an answer still coming, none', async (t) => {
   const reused = (plain: boolean, malformed: string) =>
-    new Promise<string>((resolve) => {
-      let answer = '';
-      let sent = false;
-      const socket = plain
-        ? net.connect(ports.http, '127.0.0.1', () => socket.write('GET /x HTTP/1.1\r\nHost: site.localhost\r\n\r\n'))
-        : tls.connect({ host: '127.0.0.1', port: ports.https, servername: 'site.localhost', ca, checkServerIdentity: () => undefined, ALPNProtocols: ['http/1.1'] }, () => socket.write('GET /echo HTTP/1.1\r\nHost: site.localhost\r\n\r\n'));
-      const timer = setTimeout(() => socket.destroy(), 3_000);
-      socket.on('data', (chunk) => {
-        answer += chunk;
-        // the first answer is complete: the connection is idle
-        if (!sent && complete(answer)) {
-          sent = true;
-          socket.write(malformed);
-        }
-      });
-      socket.on('error', () => undefined);
-      socket.on('close', () => {
-        clearTimeout(timer);
-        resolve(answer);
-      });
-    });
+    plain
+      ? converse({ port: ports.http }, 'GET /x HTTP/1.1\r\nHost: site.localhost\r\n\r\n', (text) => (complete(text) ? malformed : undefined))
+      : converse({ port: ports.https, servername: 'site.localhost', ca }, 'GET /echo HTTP/1.1\r\nHost: site.localhost\r\n\r\n', (text) => (complete(text) ? malformed : undefined));
   for (const plain of [false, true]) {
     const where = plain ? 'the HTTP listener' : 'HTTPS';
     // and a fault in the body of the request being answered: its answer has not started
@@ -186,25 +169,8 @@ t.test('a request without Host names no site: 400 saying so, over HTTPS and on t
 
 t.test('Expect: 100-continue on a forwarded upload: 100 once the body goes up, then the upstream\'s answer', async (t) => {
   const body = 'x'.repeat(100_000);
-  const answer = await new Promise<string>((resolve) => {
-    const socket = tls.connect({ host: '127.0.0.1', port: ports.https, servername: 'site.localhost', ca, checkServerIdentity: () => undefined, ALPNProtocols: ['http/1.1'] }, () =>
-      socket.write(`POST /upload HTTP/1.1\r\nHost: site.localhost\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`));
-    let text = '';
-    let sent = false;
-    const timer = setTimeout(() => socket.destroy(), 3_000);
-    socket.on('data', (chunk: Buffer) => {
-      text += chunk.toString('latin1');
-      if (!sent && text.startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
-        sent = true;
-        socket.write(body);
-      }
-    });
-    socket.on('error', () => undefined);
-    socket.on('close', () => {
-      clearTimeout(timer);
-      resolve(text);
-    });
-  });
+  const head = `POST /upload HTTP/1.1\r\nHost: site.localhost\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`;
+  const answer = await converse({ port: ports.https, servername: 'site.localhost', ca }, head, afterContinue(body));
   t.same([...answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]), ['100', '200'], 'the 100, then the upstream\'s 200');
   t.match(answer, /"bytes":100000/, 'the whole body went up');
 });
