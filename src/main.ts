@@ -124,7 +124,13 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
         metrics.redisUp.set(up ? 1 : 0);
         // down: why, when the connection said so (a command that timed out on a live connection says nothing)
         const why = up ? {} : { connection: connections.client.status, ...(connections.health.connectionError ? { err: connections.health.connectionError.message } : {}) };
-        log.warn({ redis: up ? 'up' : 'down', ...why }, up ? 'Redis is back; shared limits in force again' : config.ratelimit.onRedisDown === 'local' ? 'Redis unreachable; limits are enforced by this instance alone' : 'Redis unreachable; /v1 answers 503 until it is back (ratelimit.onRedisDown: closed)');
+        // a Cluster's limiter has a breaker per primary: the calls counted on the others are not concerned
+        const limiterDown = failover.unreachable.filter((node) => node !== '');
+        const where = !up && connections.mode === 'cluster' && limiterDown.length > 0 ? { unreachable: limiterDown } : {};
+        const effect = connections.mode === 'cluster'
+          ? config.ratelimit.onRedisDown === 'local' ? 'limits counted on an unreachable primary are enforced by this instance alone' : '/v1 calls counted on an unreachable primary answer 503'
+          : config.ratelimit.onRedisDown === 'local' ? 'limits are enforced by this instance alone' : '/v1 answers 503';
+        log.warn({ redis: up ? 'up' : 'down', ...why, ...where }, up ? 'Redis is back; shared limits in force again' : `Redis unreachable; ${effect} until it is back${config.ratelimit.onRedisDown === 'closed' ? ' (ratelimit.onRedisDown: closed)' : ''}`);
       },
     });
     metrics.redisUp.set(watch.up ? 1 : 0);

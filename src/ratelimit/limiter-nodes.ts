@@ -62,6 +62,11 @@ export class LimiterNodes {
     return connection.run(args, argCount).catch((err: unknown) => this.#recover(err, connection, slot, args, argCount, deadline, RETRIES));
   }
 
+  /** the primary `slot`'s calls go to now ("host:port"), or null while there is none */
+  nodeFor(slot: number): string | null {
+    return this.#nodeFor(slot);
+  }
+
   /**
    * The sentinels announced `address` as the primary, to be used for `forMs` whatever ioredis names;
    * null: a failover has begun, and ioredis's view (no primary until the next announcement) is used again.
@@ -79,8 +84,10 @@ export class LimiterNodes {
   }
 
   async #recover(err: unknown, failed: LimiterConnection, slot: number, args: string, argCount: number, deadline: number, left: number): Promise<Reply> {
-    // a timeout names its node, so the stores know whether the server they write to is the frozen one
-    if ((err as { code?: string }).code === 'REDIS_TIMEOUT') (err as { node?: string }).node ??= this.#keyOf(failed);
+    // a failure names its node: the failover limiter opens that server's breaker, and the stores know
+    // whether a timeout was on the server they write to
+    const failedAt = this.#keyOf(failed);
+    if (failedAt !== '' && err !== null && typeof err === 'object') (err as { node?: string }).node ??= failedAt;
     if (left === 0 || this.#closed || performance.now() >= deadline) throw err;
     let next: LimiterConnection | null = null;
     let asking = false;

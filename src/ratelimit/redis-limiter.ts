@@ -33,6 +33,8 @@ type Route = (slot: number, args: string, argCount: number) => Promise<Reply>;
 
 export class RedisLimiter implements RateLimiter {
   #run: Route;
+  /** the server a slot's calls go to ('' with one server: nothing to tell apart) */
+  #nodeFor: (slot: number) => string = () => '';
   #close: () => void;
   // subject → ban end (ms). A banned client that keeps hammering is answered here, without a Redis
   // round trip, until its ban ends. Measured on this process's clock, Redis's TIME set the end:
@@ -82,6 +84,7 @@ export class RedisLimiter implements RateLimiter {
         const nodes = new LimiterNodes(topology, connectionOptions, LIMITER_SCRIPT);
         const unfollow = redis.mode === 'sentinel' ? this.#followAnnouncements(redis.client, nodes) : () => undefined;
         this.#run = (slot, args, argCount) => nodes.run(slot, args, argCount);
+        this.#nodeFor = (slot) => nodes.nodeFor(slot) ?? '';
         this.#close = () => {
           unfollow();
           nodes.close();
@@ -145,6 +148,14 @@ export class RedisLimiter implements RateLimiter {
 
   #rerouted(): void {
     for (const listener of this.#onReroute) listener();
+  }
+
+  /**
+   * The server `subject`'s calls go to now ("host:port"; '' while none is known, and always with one
+   * server): a failure names the same server (limiter-nodes.ts), so FailoverLimiter keeps a breaker per server.
+   */
+  nodeOf(subject: string): string {
+    return this.#nodeFor(this.#keys.get(subject)?.slot ?? keySlot(escapeTag(subject)));
   }
 
   async consume(subject: string, limit: Limit, ban: BanPolicy, nowMs?: number): Promise<Decision> {

@@ -78,6 +78,11 @@ export interface TopologyOptions {
   hostnames?: boolean;
   /** Cluster: cluster-node-timeout (default 1000 ms: a failover within a couple of seconds) */
   nodeTimeoutMs?: number;
+  /**
+   * Cluster: cluster-require-full-coverage (Redis's default, true: while a failed primary's slots have
+   * no owner, every node answers -CLUSTERDOWN for every slot)
+   */
+  fullCoverage?: boolean;
 }
 
 /** redis-cli's TLS and password arguments per port of a topology that has them */
@@ -275,7 +280,7 @@ export async function startCluster(options: TopologyOptions = {}): Promise<Clust
     const dir = path.join(root, `node-${port}`);
     mkdirSync(dir);
     cliArgs.set(port, cliSecurity);
-    nodes.push(startNode(port, dir, [...sec.node, ...(options.tls ? ['--tls-cluster', 'yes'] : []), ...authArgs(options), '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 1000), ...(options.hostnames ? ['--cluster-announce-hostname', 'localhost', '--cluster-preferred-endpoint-type', 'hostname'] : [])], undefined, options.tls));
+    nodes.push(startNode(port, dir, [...sec.node, ...(options.tls ? ['--tls-cluster', 'yes'] : []), ...authArgs(options), '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 1000), ...(options.fullCoverage === false ? ['--cluster-require-full-coverage', 'no'] : []), ...(options.hostnames ? ['--cluster-announce-hostname', 'localhost', '--cluster-preferred-endpoint-type', 'hostname'] : [])], undefined, options.tls));
   }
   await Promise.all(nodes.map((n) => listening(n.port)));
   await run('redis-cli', [...cliSecurity, '--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '1', '--cluster-yes'], { timeout: 60_000 });

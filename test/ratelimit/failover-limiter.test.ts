@@ -205,3 +205,61 @@ t.test('breaker: no Redis calls while open, one probe when half-open', async (t)
   await next;
   await limiter.close();
 });
+
+t.test('one breaker per server: a failing server does not stop the calls that go to another', async (t) => {
+  // subjects starting with "a" (and the probe subjects of odd length) go to server A, the rest to B
+  const nodeOf = (subject: string) => (subject.startsWith('a') || (subject.startsWith('portico:probe') && subject.length % 2 === 1) ? 'A' : 'B');
+  const down = new Set(['A']);
+  const calls: string[] = [];
+  const primary = {
+    nodeOf,
+    async consume(subject: string) {
+      calls.push(subject);
+      if (down.has(nodeOf(subject))) throw Object.assign(new Error('down'), { node: nodeOf(subject) });
+      return { allowed: true, reason: 'ok', limit: 1, remaining: 0, reset: 0, retryAfter: 0 } as Decision;
+    },
+    async close() {},
+  };
+  const states: boolean[] = [];
+  const limiter = new FailoverLimiter(primary, new MemoryLimiter(), { mode: 'closed', breakerMs: 50, probeInBackground: true, onRedisState: (up) => states.push(up) });
+
+  await t.rejects(limiter.consume('a1', LIMIT, BAN), { code: 'REDIS_DOWN' });
+  t.same(limiter.unreachable, ['A']);
+  t.equal(limiter.redisUp, false, 'redisUp: every server reachable');
+  calls.length = 0;
+  await t.rejects(limiter.consume('a2', LIMIT, BAN), { code: 'REDIS_DOWN' }, 'A is not called while its breaker is open');
+  t.match(await limiter.consume('b1', LIMIT, BAN), { allowed: true }, 'B is called');
+  t.same(calls, ['b1']);
+
+  down.delete('A');
+  t.ok(await until(() => limiter.redisUp, 1000), 'the background probe finds A again');
+  t.ok(calls.some((s) => s.startsWith('portico:probe') && nodeOf(s) === 'A'), `probed with a subject of its own (${calls.join(', ')})`);
+  t.same(limiter.unreachable, []);
+  t.match(await limiter.consume('a3', LIMIT, BAN), { allowed: true });
+  t.same(states, [false, true]);
+  await limiter.close();
+});
+
+t.test('one breaker per server: a server no subject goes to any more has its breaker shut', async (t) => {
+  let owner = 'A';
+  const calls: string[] = [];
+  const primary = {
+    nodeOf: () => owner,
+    async consume(subject: string) {
+      calls.push(subject);
+      throw Object.assign(new Error('down'), { node: owner });
+    },
+    async close() {},
+  };
+  const limiter = new FailoverLimiter(primary, new MemoryLimiter(), { mode: 'closed', breakerMs: 50, probeInBackground: true });
+  await t.rejects(limiter.consume('s', LIMIT, BAN), { code: 'REDIS_DOWN' });
+  t.same(limiter.unreachable, ['A']);
+  // a failover: every slot now has another owner, which fails too (its breaker opens with its first call)
+  owner = 'C';
+  t.ok(await until(() => !limiter.unreachable.includes('A'), 1000), 'A\'s breaker is shut without a call');
+  t.equal(calls.length, 1, 'A was not probed');
+  t.equal(limiter.redisUp, true, 'nothing known unreachable');
+  await t.rejects(limiter.consume('s', LIMIT, BAN), { code: 'REDIS_DOWN' });
+  t.same(limiter.unreachable, ['C']);
+  await limiter.close();
+});
