@@ -42,7 +42,11 @@ export interface FailoverOptions {
    * of waiting out a second timeout for the same request
    */
   redisStalled?(): boolean;
-  /** while the breaker is open, probe every `breakerMs` on a timer instead of through a request */
+  /**
+   * while a breaker is open, probe every `breakerMs` on a timer instead of through a request. Without
+   * it a breaker closes only through a request's probe: with a primary that has `nodeOf`, a server no
+   * subject goes to any more would keep its breaker (and `redisUp` false), so Portico always sets it
+   */
   probeInBackground?: boolean;
 }
 
