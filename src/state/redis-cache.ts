@@ -13,7 +13,7 @@
 //   at the next use, answering only if that fails): under a stream of notices a list keeps a copy
 //   for an outage. After a delete, clear or a markStale without fallback (`dropped` moves) it is not
 //   kept at all, so a revoked key is never put back by a read that was already in flight.
-// redis.ts owns the instances and decides when to invalidate (its `portico:invalidate` channel).
+// redis.ts owns the instances; redis-notices.ts decides when to invalidate (the `portico:invalidate` channel).
 
 const FRESH_MS = 60_000;
 const REFRESH_AFTER_MS = 50_000;
@@ -28,7 +28,7 @@ interface Cached<T> {
   fallback: boolean;
 }
 
-/** runs one Redis read, turning a failure into STATE_UNAVAILABLE (redis.ts's `call`) */
+/** runs one Redis read, turning a failure into STATE_UNAVAILABLE (redis-commands.ts's `call`) */
 export type Guard = <T>(run: () => Promise<T>) => Promise<T>;
 
 export class Cache<K, T> extends Map<K, Cached<T>> {

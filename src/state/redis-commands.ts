@@ -1,0 +1,85 @@
+// How every store command reaches Redis: `call` waits out a connection lost a moment ago, PINGs a
+// Redis that failed just before, and turns a failure into STATE_UNAVAILABLE; `write` is `call` followed
+// by the wait for replicas (DESIGN §8). Made once per openRedisStores (redis.ts) and handed to each
+// noun's store, so that all of them share one view of the connection and its failures.
+import type { Redis } from 'ioredis';
+import type { RedisConnections } from './redis-connect.ts';
+import type { Guard } from './redis-cache.ts';
+import { stateUnavailable } from './types.ts';
+
+const SUSPECT_MS = 2_000;
+/** how long after losing its connection a command still waits for it to come back */
+const RECONNECT_WAIT_MS = 1_000;
+
+export interface RedisCommands {
+  client: Redis;
+  call: Guard;
+  /** an acknowledged write: waits for replicas after it */
+  write: Guard;
+}
+
+export function openRedisCommands(connections: RedisConnections, now: () => number): RedisCommands {
+  const { client, health } = connections;
+  // A connection lost a moment ago is most often being made again already (a failover announced by
+  // the sentinels moves it, sentinel-switch.ts; a restarted server is back within moments). A command
+  // in the first second of such a gap waits for the connection (within the command timeout) instead
+  // of failing at once; in a longer outage, commands fail at once.
+  let lostAt: number | null = null;
+  client.on('close', () => void (lostAt ??= now()));
+  client.on('ready', () => void (lostAt = null));
+  const reconnecting = async (): Promise<void> => {
+    if (client.status === 'ready' || lostAt === null) return;
+    const left = RECONNECT_WAIT_MS - (now() - lostAt);
+    if (left > 0) await connected(client, Math.min(left, connections.options.commandTimeoutMs));
+  };
+  // After a failure, a command is preceded by a PING to the state's server (on a Cluster a plain PING
+  // went to any node, and the write then into the frozen one) until Redis answers again: a frozen Redis
+  // (SIGSTOP, a stalled network) still looks connected, and a write sent to it would be applied later
+  // although its caller was told 503. Right after a timeout (this request's limiter call, most often)
+  // Redis is not waited on again: the two waits made 2.0 s with a 1000 ms timeout. No failure to count.
+  const call = async <T>(run: () => Promise<T>): Promise<T> => {
+    if (connections.justTimedOut()) throw stateUnavailable(new Error('Redis did not answer a command in time a moment ago; not waiting on it again'));
+    try {
+      await reconnecting();
+      if (now() - health.failedAt < SUSPECT_MS) await connections.pingState();
+      return await run();
+    } catch (err) {
+      health.failedAt = now();
+      connections.reportError(err);
+      // not connected: ioredis says only that the stream isn't writeable; the connection's own error
+      // (refused, an untrusted certificate, a wrong password) is the reason worth reporting
+      throw stateUnavailable(client.status !== 'ready' && health.connectionError ? health.connectionError : err);
+    }
+  };
+  // an acknowledged write waits for replicas (DESIGN §8), on the connection that made it
+  const write = async <T>(run: () => Promise<T>): Promise<T> => {
+    const result = await call(run);
+    await connections.acknowledge();
+    return result;
+  };
+  return { client, call, write };
+}
+
+/** Resolves when `promise` settles or after `ms`, whichever comes first. */
+export function within(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]).then(() => clearTimeout(timer));
+}
+
+// the client's next 'ready', one listener however many commands wait for it: a listener per waiting
+// command passed Node's limit of 10 in a failover under traffic (MaxListenersExceededWarning)
+const nextReady = new WeakMap<Redis, Promise<void>>();
+
+/** Resolves once the client is ready, or after `ms` (its next command then reports what is wrong). */
+export function connected(client: Redis, ms: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  let ready = nextReady.get(client);
+  if (ready === undefined) {
+    ready = new Promise<void>((resolve) => client.once('ready', () => {
+      nextReady.delete(client);
+      resolve();
+    }));
+    nextReady.set(client, ready);
+  }
+  return within(ready, ms);
+}
