@@ -1,5 +1,5 @@
 // The body of an HTTP/1.1 answer, read by its framing (RFC 9112 §6.3, §7.1): bytes in, body bytes
-// and the body's end out. Pure: no socket, no timers. The connection (http1-connection.ts) chooses
+// and the body's end out. Pure: no socket, no timers. The answer reader (http1-answer.ts) chooses
 // the framing from the head, feeds in what the upstream sends after it, and passes the body on.
 //
 // Order of operations in push():

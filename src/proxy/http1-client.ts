@@ -1,8 +1,9 @@
 // The upstream side of the forwarder: a lean HTTP/1.1 client (RFC 9112). This file is the pool: per
 // upstream origin a keep-alive set of TCP (or TLS) connections, one exchange at a time on each, and
 // the requests waiting for one. A connection (http1-connection.ts) writes the request head as one
-// string, parses the answer head (http1-head.ts) and streams its body (http1-body.ts: Content-Length,
-// chunked, or up to the close) into the caller's sink with back-pressure. It exists because a general
+// string (http1-request-head.ts); its answer reader (http1-answer.ts) parses the answer head
+// (http1-head.ts) and streams its body (http1-body.ts: Content-Length, chunked, or up to the close)
+// into the caller's sink with back-pressure. It exists because a general
 // client (undici) spent most of a proxied request's CPU on work a proxy does not need.
 //
 // Rules it keeps:

@@ -1,6 +1,6 @@
 // The HTTP/1.1 client's contracts: what a caller hands it (ClientOptions, an Exchange and the Sink its
-// answer goes to), and what the pool (http1-client.ts) and a connection (http1-connection.ts) share
-// (Origin, Attempt, PoolHooks).
+// answer goes to), and what the pool (http1-client.ts), a connection (http1-connection.ts) and its
+// answer reader (http1-answer.ts) share (Origin, Attempt, PoolHooks).
 import type { Readable } from 'node:stream';
 import type { Connection } from './http1-connection.ts';
 import type { HeaderList } from './http1-head.ts';
