@@ -1,37 +1,25 @@
 // Placing certificate orders for verified domains: one order per name at a time in this instance and
-// across instances (lock), through the issuers in order (issuer-chain.ts), behind the CA limits in
-// verification order (order-queue.ts), retried with growing backoff, each step on the domain's
-// timeline. The certificate manager decides when; this decides whether and how.
+// across instances (lock.ts), through the issuers in order (issuer-chain.ts), behind the CA limits in
+// verification order (queueing.ts), none while DNS points elsewhere (pause.ts), retried with growing
+// backoff (backoff.ts), each step on the domain's timeline. The certificate manager decides when;
+// this decides whether and how.
 import { domainEvent, type DomainEvent } from '../domains/events.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Domain, Stores } from '../state/types.ts';
+import { backoffFor, backOff, resetBackoff } from './backoff.ts';
+import { setCertificateState } from './certificate-state.ts';
 import { describeLimit, type IssuerChain } from './issuer-chain.ts';
+import { createHolding } from './lock.ts';
 import type { OrderQueue } from './order-queue.ts';
-import type { CertStores, StoredCertificate } from './types.ts';
+import { pause, PAUSE_RECHECK_MS } from './pause.ts';
+import { createQueueing } from './queueing.ts';
+import type { CertStores, OrderReason, OrderResult, StoredCertificate } from './types.ts';
 import { sameDomain } from '../domains/same-domain.ts';
 
-// about 1 m, 2 m, 5 m, 10 m, 30 m, 1 h, 2 h, 4 h, then 6 h
-const BACKOFF_MS = [60e3, 120e3, 300e3, 600e3, 1800e3, 3600e3, 7200e3, 14400e3, 21600e3];
-const LOCK_TTL_MS = 120_000;
-// the queue is worked through in pages; its positions are refreshed for the first this many
-const QUEUE_PAGE = 1_000;
-// a first certificate paused by a misconfigured domain is looked at again after this (as renewals are)
-export const PAUSE_RECHECK_MS = 3_600_000;
-
-export function backoffFor(failures: number): number {
-  return BACKOFF_MS[Math.min(Math.max(failures, 1), BACKOFF_MS.length) - 1];
-}
-
-export type OrderReason = 'verified' | 'handshake' | 'renewal' | 'retry' | 'queue' | 'reverify';
-
-export interface OrderResult {
-  certificate: StoredCertificate | null;
-  /** over a CA limit: in the queue; `accountWide` when every order waits, not only this domain's */
-  queued?: { retryAt: number; accountWide: boolean };
-  /** the domain's DNS points elsewhere: nothing was sent to the CA (its validation would fail) */
-  paused?: true;
-}
+// ordering's constants and result types, for its callers (manager.ts) to import from one place
+export { backoffFor, PAUSE_RECHECK_MS };
+export type { OrderReason, OrderResult };
 
 export interface OrderingOptions {
   stores: Stores;
@@ -62,31 +50,9 @@ export interface OrderingOptions {
 
 export function createOrdering(options: OrderingOptions) {
   const { stores, certs, chain, queue, log, metrics, now } = options;
-  const lockTtlMs = options.lockTtlMs ?? LOCK_TTL_MS;
   const inFlight = new Map<string, Promise<OrderResult>>();
-
-  /**
-   * Takes a lock across instances and keeps it while `work` runs, however long the CA takes (an
-   * order through several CAs can outlast any fixed TTL, and a second instance would then order the
-   * same name again): extended every third of its TTL, released after. Null when another holds it.
-   */
-  async function holding<T>(name: string, work: () => Promise<T>): Promise<{ result: T } | null> {
-    const token = await certs.locks.acquire(name, lockTtlMs);
-    if (!token) return null;
-    const keepAlive = setInterval(() => {
-      certs.locks.extend(name, token, lockTtlMs).then(
-        (held) => { if (!held) log.warn({ lock: name }, 'a lock expired while its work ran: another instance may do the same work'); },
-        (err) => log.warn({ lock: name, err: (err as Error).message }, 'could not extend a lock'),
-      );
-    }, lockTtlMs / 3);
-    keepAlive.unref();
-    try {
-      return { result: await work() };
-    } finally {
-      clearInterval(keepAlive);
-      await certs.locks.release(name, token).catch(() => undefined);
-    }
-  }
+  const holding = createHolding(certs.locks, log, options.lockTtlMs);
+  const { behindQueue, enqueue, drainQueue, refreshUnlessDraining, forget } = createQueueing(options, holding, obtain);
 
   // an order's steps go on the timeline of the domain it was placed for, not on one added back under
   // the same name while it ran: the store checks that and appends in one step
@@ -96,17 +62,6 @@ export function createOrdering(options: OrderingOptions) {
     if (event.type === 'order_failed') log.warn({ hostname: domain.hostname, ...event.details, detail: event.message }, 'an issuer could not issue');
     await stores.domains.appendEvent(domain.hostname, event, domain.createdAt);
   };
-
-  /**
-   * `of`: only while the domain of that name is still this one. Written only onto the domain `update`
-   * read (the store compares its createdAt as it writes): one removed and added back between the read
-   * and the write does not get the old one's state.
-   */
-  async function setCertificateState(hostname: string, update: (domain: Domain) => Domain['certificate'], event?: DomainEvent, of?: Domain): Promise<void> {
-    const domain = await stores.domains.get(hostname);
-    if (!domain || (of && !sameDomain(of, domain))) return;
-    await stores.domains.setCertificate(hostname, update(domain), event, domain.createdAt);
-  }
 
   function obtain(hostname: string, reason: OrderReason): Promise<OrderResult> {
     const running = inFlight.get(hostname);
@@ -141,8 +96,8 @@ export function createOrdering(options: OrderingOptions) {
     if (valid && reason === 'reverify' && !options.isDue(valid) && fromConfiguredIssuer(valid)) return { certificate: valid };
     // 2. no order while the domain's DNS points elsewhere, with or without a certificate: the CA's
     // validation would fail and count against its failed-validation limit (DESIGN §6)
-    if (domain.health === 'misconfigured') return pause(domain, valid, reason);
-    if (domain.certificate.renewalPausedAt) await setCertificateState(hostname, ({ certificate: { renewalPausedAt: _gone, ...rest } }) => rest);
+    if (domain.health === 'misconfigured') return pause(options, domain, valid, reason);
+    if (domain.certificate.renewalPausedAt) await setCertificateState(stores.domains, hostname, ({ certificate: { renewalPausedAt: _gone, ...rest } }) => rest);
     // a failed order waits out its backoff: a first certificate (`failed`) and a renewal (`issued`,
     // its certificate maybe expired since) alike. Only the retry and queue jobs go before it ends
     // (the renewal job waits it out itself, renewal.ts); Re-verify has reset it.
@@ -177,49 +132,9 @@ export function createOrdering(options: OrderingOptions) {
     return ordered ? ordered.result : { certificate: await waitForOther(hostname) };
   }
 
-  /**
-   * Would an order now take what the queue waits for? Yes while the account-wide order budget (of the
-   * issuer that refills first) cannot cover everyone in line and this one too. Without an
-   * account-wide limit at some issuer, nobody in line waits for one.
-   */
-  async function behindQueue(): Promise<boolean> {
-    const waiting = await queue.size();
-    if (waiting === 0) return false;
-    const estimate = await options.queueEstimates().catch(() => null);
-    return estimate !== null && estimate(waiting + 1) > now();
-  }
-
   /** issued by one of the configured issuers (a certificate stored before directories were kept counts as one) */
   function fromConfiguredIssuer(stored: StoredCertificate): boolean {
     return stored.directory === undefined || chain.directories.includes(stored.directory);
-  }
-
-  /**
-   * A misconfigured domain waits out of line: a renewal's own job looks again (renewal.ts); a first
-   * certificate's cert-retry job does, once an hour, and orders when the domain is healthy again.
-   */
-  async function pause(domain: Domain, valid: StoredCertificate | null, reason: OrderReason): Promise<OrderResult> {
-    const { hostname } = domain;
-    // out of the queue: it would hold a place (and the depth) it cannot use
-    const waiting = domain.certificate.status === 'queued' || domain.certificate.queuePosition !== undefined;
-    if (reason === 'queue' || waiting) await queue.remove(hostname);
-    if (waiting) {
-      await setCertificateState(hostname, (d) => ({ ...d.certificate, status: d.certificate.status === 'queued' ? 'none' : d.certificate.status, queuePosition: undefined, nextAttemptAt: undefined }));
-    }
-    // the renewal came due: said once on the timeline (its job looks again every hour, writing nothing),
-    // with the date the certificate runs out, which the owner now races against
-    if (reason === 'renewal' && valid && !domain.certificate.renewalPausedAt) {
-      await setCertificateState(hostname, (d) => ({ ...d.certificate, renewalPausedAt: new Date(now()).toISOString() }), domainEvent(
-        'misconfigured',
-        `The certificate's renewal is due but is not ordered while DNS does not point at the platform (the certificate authority's check would fail). The current certificate is served until it expires on ${valid.notAfter}; once DNS is fixed, the next check resumes renewals.`,
-        { renewal: 'paused', notAfter: valid.notAfter },
-        now(),
-      ));
-    }
-    // a handshake (possibly one of many) writes nothing more
-    // (the cert-retry job itself answers its next time)
-    if (!valid && reason !== 'retry' && (waiting || reason !== 'handshake')) options.onRetryDue(hostname, now() + PAUSE_RECHECK_MS);
-    return { certificate: valid, paused: true };
   }
 
   /**
@@ -249,7 +164,7 @@ export function createOrdering(options: OrderingOptions) {
   async function order(domain: Domain, valid: StoredCertificate | null, reason: OrderReason): Promise<OrderResult & { replaced?: true }> {
     const { hostname } = domain;
     const started = now();
-    if (!valid) await setCertificateState(hostname, (d) => ({ ...d.certificate, status: 'pending', queuePosition: undefined }), undefined, domain);
+    if (!valid) await setCertificateState(stores.domains, hostname, (d) => ({ ...d.certificate, status: 'pending', queuePosition: undefined }), undefined, domain);
     const replaces = valid?.ari && valid.directory ? { certId: valid.ari.certId, directory: valid.directory } : undefined;
     const outcome = await chain.issue({ hostname, ...(replaces ? { replaces } : {}), record: record(domain) });
     // the CA can take seconds: the owner may have removed the domain meanwhile (and added it back)
@@ -284,78 +199,8 @@ export function createOrdering(options: OrderingOptions) {
       await refreshUnlessDraining();
       return { certificate: valid, queued: { retryAt: outcome.retryAt, accountWide } };
     }
-    const err = outcome.error;
-    metrics.acmeOrders.inc({ result: 'failure' });
-    await queue.remove(hostname);
-    const failures = (domain.certificate.failures ?? 0) + 1;
-    const delay = Math.max(backoffFor(failures), (err.retryAfterSeconds ?? 0) * 1000);
-    await setCertificateState(hostname, (d) => ({
-      ...d.certificate,
-      status: valid ? 'issued' : 'failed',
-      lastError: `${err.kind}: ${err.message}`,
-      nextAttemptAt: new Date(now() + delay).toISOString(),
-      queuePosition: undefined,
-      failures,
-    }), undefined, domain).catch(() => undefined);
-    // a first certificate is tried again when the backoff ends; a renewal's own job does that
-    if (!valid) options.onRetryDue(hostname, now() + delay);
-    log.warn({ hostname, kind: err.kind, err: err.message }, 'certificate order failed');
+    await backOff(options, domain, valid, outcome.error);
     return { certificate: valid };
-  }
-
-  /** Puts the domain in line (keeping its place if it has one) and says so on its timeline. */
-  async function enqueue(domain: Domain, retryAt: number | null, why: string): Promise<void> {
-    const since = domain.verifiedAt ? Date.parse(domain.verifiedAt) : now();
-    await queue.add(domain.hostname, since);
-    const position = await positionOf(domain.hostname);
-    const estimate = await options.queueEstimates().catch(() => null);
-    const at = new Date(Math.max(retryAt ?? now(), estimate?.(position) ?? now(), now())).toISOString();
-    await setCertificateState(domain.hostname, (d) => ({ ...d.certificate, status: d.certificate.status === 'issued' ? 'issued' : 'queued', nextAttemptAt: at, queuePosition: position }),
-      domain.certificate.status === 'queued' ? undefined : domainEvent('certificate_queued', `Waiting in line (place ${position}) because ${why}; the order is placed by ${at}.`, { position, nextAttemptAt: at }, now()));
-  }
-
-  async function positionOf(hostname: string): Promise<number> {
-    const head = await queue.head(QUEUE_PAGE);
-    const index = head.findIndex((e) => e.hostname === hostname);
-    return index === -1 ? head.length + 1 : index + 1;
-  }
-
-  /**
-   * Works through the queue in order while the limits allow, on one instance at a time; then tells
-   * every domain still waiting its place and when its turn should come.
-   */
-  async function drainQueue(): Promise<void> {
-    // the common case, every minute on every instance: nothing waits, nothing to lock
-    if ((await queue.size()) === 0) return;
-    await holding('acme-queue', async () => {
-      for (const { hostname } of await queue.head(QUEUE_PAGE)) {
-        const result = await obtain(hostname, 'queue');
-        if (result.queued?.accountWide) break;
-      }
-      await refreshPositions();
-    });
-  }
-
-  /** refreshPositions() now, unless a drain holds the queue (it refreshes when it ends) */
-  async function refreshUnlessDraining(): Promise<void> {
-    await holding('acme-queue', refreshPositions);
-  }
-
-  async function refreshPositions(): Promise<void> {
-    const head = await queue.head(QUEUE_PAGE);
-    metrics.acmeQueueDepth.set(await queue.size());
-    const estimate = await options.queueEstimates().catch(() => null);
-    let place = 0;
-    for (const { hostname } of head) {
-      place += 1;
-      const domain = await stores.domains.get(hostname);
-      // only what enqueue() has marked as waiting: a domain it is still putting in line keeps its own write
-      if (!domain || !(domain.certificate.status === 'queued' || (domain.certificate.status === 'issued' && domain.certificate.queuePosition !== undefined))) continue;
-      const known = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
-      const at = new Date(Math.max(estimate?.(place) ?? known, now())).toISOString();
-      if (domain.certificate.queuePosition === place && domain.certificate.nextAttemptAt === at) continue;
-      await stores.domains.setCertificate(hostname, { ...domain.certificate, queuePosition: place, nextAttemptAt: at }, undefined, domain.createdAt);
-    }
   }
 
   /** Another instance holds the order: wait for its certificate, or for it to give up. */
@@ -374,21 +219,8 @@ export function createOrdering(options: OrderingOptions) {
   return {
     obtain,
     drainQueue,
-    /** A removed domain leaves the queue; those behind it move up (their places, the depth gauge). */
-    async forget(hostname: string): Promise<void> {
-      await queue.remove(hostname);
-      await refreshUnlessDraining();
-    },
-    /**
-     * The owner fixed something: forget the backoff and try at once. A domain in line keeps its
-     * place and its turn (queued shows queuePosition and nextAttemptAt): a CA limit is not a backoff.
-     */
-    async reset(hostname: string): Promise<void> {
-      await setCertificateState(hostname, (d) => {
-        const inLine = d.certificate.status === 'queued' || d.certificate.queuePosition !== undefined;
-        return { ...d.certificate, failures: 0, ...(inLine ? {} : { nextAttemptAt: undefined }) };
-      });
-    },
+    forget,
+    reset: (hostname: string) => resetBackoff(stores.domains, hostname),
   };
 }
 

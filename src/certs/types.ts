@@ -1,6 +1,7 @@
 // Stores for certificates and what obtaining them needs: HTTP-01 challenges, cross-instance locks and
 // the ACME account key. Two backends: file-store.ts (certs dir, one process) and
-// redis-store.ts (shared). "Not found" is null; writes resolve once durable.
+// redis-store.ts (shared). "Not found" is null; writes resolve once durable. Also why a certificate
+// is ordered and what the order answers (ordering.ts and the files it hands steps to).
 
 export interface StoredCertificate {
   hostname: string;
@@ -88,4 +89,14 @@ export interface CertStores {
   challenges: ChallengeStore;
   locks: LockStore;
   accountKey: AccountKeyStore;
+}
+
+export type OrderReason = 'verified' | 'handshake' | 'renewal' | 'retry' | 'queue' | 'reverify';
+
+export interface OrderResult {
+  certificate: StoredCertificate | null;
+  /** over a CA limit: in the queue; `accountWide` when every order waits, not only this domain's */
+  queued?: { retryAt: number; accountWide: boolean };
+  /** the domain's DNS points elsewhere: nothing was sent to the CA (its validation would fail) */
+  paused?: true;
 }
