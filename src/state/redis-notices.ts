@@ -65,9 +65,21 @@ export function followNotices(targets: NoticeTargets): Events {
       keysPending = true;
       client.once('ready', rereadKeys);
     }
-    // a failed reload keeps the index it had; the next notice or reconnect tries again
-    routeIndex.reload().catch(() => undefined);
+    reloadRoutes();
     for (const handler of handlers) handler('*');
+  };
+  // A failed reload keeps the index it had and is tried again every second until one works: after a
+  // failover the subscriber can be back before reads work, and the notices it missed come no more (a
+  // domain removed meanwhile stayed routed here until its next notice or a restart).
+  let reloadRetry: NodeJS.Timeout | null = null;
+  const reloadRoutes = () => {
+    if (reloadRetry) clearTimeout(reloadRetry);
+    reloadRetry = null;
+    routeIndex.reload().catch(() => {
+      if (client.status === 'end') return; // the stores are closed
+      reloadRetry = setTimeout(reloadRoutes, ROUTE_RETRY_MS);
+      reloadRetry.unref();
+    });
   };
   subscriber.on('message', (_channel: string, message: string) => {
     const [kind, id] = splitOnce(message);
