@@ -157,7 +157,10 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     // then, once the workers have the primary's SIGTERM (or died of it), a second Ctrl-C or stop to every process
     const forwarded = (pid: number) => !alive(pid) || entries(child).some((e) => e.pid === pid && e.msg === 'already stopping');
     await until('the primary\'s SIGTERM at each worker', () => workers.every(forwarded), child, 5_000);
-    for (const pid of [child.process.pid!, ...workers].filter(alive)) process.kill(pid, signal);
+    // a worker that held no request in flight may have stopped and exited already (the kernel spreads
+    // the connections as it likes): it gets no second signal, and may have exited before the primary's
+    const secondTo = [child.process.pid!, ...workers].filter(alive);
+    for (const pid of secondTo) process.kill(pid, signal);
 
     t.same(await answers, Array(IN_FLIGHT).fill(200), `all ${IN_FLIGHT} requests in flight answered 200`);
     const { code, signal: killedBy } = await exitOf(child);
@@ -167,7 +170,8 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     for (const pid of workers) t.ok(log.some((e) => e.pid === pid && e.msg === 'stopped'), `worker ${pid} finished its graceful stop`);
     for (const pid of workers) {
       const noted = log.filter((e) => e.pid === pid && e.msg === 'already stopping').map((e) => e.signal);
-      t.same(noted, ['SIGTERM', signal], `worker ${pid} noted the primary's SIGTERM and the second ${signal}, and acted on neither`);
+      if (secondTo.includes(pid)) t.same(noted, ['SIGTERM', signal], `worker ${pid} noted the primary's SIGTERM and the second ${signal}, and acted on neither`);
+      else t.ok(noted.length <= 1 && noted.every((s) => s === 'SIGTERM'), `worker ${pid} had exited before the second ${signal} (noted: ${noted.join(', ') || 'nothing'})`);
     }
     t.ok(log.some((e) => e.pid === child.process.pid && e.msg === 'already stopping' && e.signal === signal), `the primary noted the second ${signal}`);
     t.notOk(log.some((e) => e.msg === 'a worker did not stop cleanly'), 'no worker ended badly');
