@@ -21,7 +21,7 @@ export interface Config {
   /** host: the address the HTTP and HTTPS listeners bind to; null: every interface */
   listen: { host: string | null };
   http: { port: number };
-  /** keyExchange: the TLS key exchange groups accepted, in order of preference; null: Portico's default (listeners.ts) */
+  /** keyExchange: the TLS key exchange groups accepted, in order of preference; null: Portico's default (edge/tls-options.ts) */
   https: { port: number; publicPort: number; keyExchange: string[] | null };
   /** hostnames: names besides IP addresses and localhost that requests to the admin listeners may carry as Host */
   admin: { port: number; host: string; token: string | null; hostnames: string[] };

@@ -1,4 +1,4 @@
-// The lines and counts of what the HTTPS listener answers itself, before routing (listeners.ts): a
+// The lines and counts of what the HTTPS listener answers itself, before routing (listeners.ts, http1-upgrades.ts): a
 // refusal there, or an upgrade whose visitor left while it waited its turn.
 import type http from 'node:http';
 import type http2 from 'node:http2';

@@ -8,7 +8,7 @@ import type { Series, Tally } from '../metrics-tally.ts';
 export const CLIENT_CLOSED = 499;
 
 /**
- * TLS connections and HTTP/2 sessions a stop cut when its shutdown time ran out (listeners.ts). An
+ * TLS connections and HTTP/2 sessions a stop cut when its shutdown time ran out (listeners.ts close, tls-connections.ts). An
  * exchange on one of them still without an answer did not lose its visitor: Portico closed it, and its
  * line and count say 503 with `aborted`, as a refusal cut short says the status it would have had.
  */

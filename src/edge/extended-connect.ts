@@ -63,7 +63,7 @@ export function createConnectHandler(deps: EdgeDeps): ConnectHandler {
       });
     });
     const protocol = headers[':protocol'];
-    // Allow is required on a 405 (RFC 9110 §15.5.6); empty, as over HTTP/1.1 (listeners.ts)
+    // Allow is required on a 405 (RFC 9110 §15.5.6); empty, as over HTTP/1.1 (http1-upgrades.ts)
     if (protocol === undefined) return refuse(stream, 405, { allow: '' });
     if (String(protocol).toLowerCase() !== 'websocket') return refuse(stream, 501);
     if (checkAuthority(headers) !== null) return refuse(stream, 400);

@@ -190,7 +190,7 @@ function headerLines(incoming: IncomingHttpHeaders, extra: Record<string, string
   const named = connectionTokens(incoming.connection);
   for (const name in incoming) {
     const value = incoming[name];
-    // `expect: 100-continue` is answered at the edge, once the body is read (listeners.ts);
+    // `expect: 100-continue` is answered at the edge, once the body is read (edge/http1-answers.ts);
     // Content-Length is written by the client, with the framing it chose
     if (value === undefined || name.charCodeAt(0) === 58 || name === 'expect' || name === 'content-length' || HOP_BY_HOP.has(name) || drop?.has(name) || named.has(name)) continue;
     if (typeof value === 'string') lines += `${name}: ${value}\r\n`;
