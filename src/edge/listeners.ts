@@ -106,7 +106,8 @@ export function createListeners(deps: ListenerDeps): Listeners {
   https.on('tlsClientError', () => metrics.tlsHandshakes.inc({ result: 'failure' }));
 
   const tracked = trackConnections(https, () => t.headersMs);
-  const beforeRouting = refusalRecorder(metrics, deps.log, trust);
+  // the trust of now: a reload can change it (setTrust)
+  const beforeRouting = refusalRecorder(metrics, deps.log, (address) => trust(address));
   https.on('session', (session: http2.ServerHttp2Session) =>
     limitSession(session, { streamIdleMs: () => t.requestMs, onAbuse: (reason) => metrics.http2Abuse.inc({ reason }) }),
   );

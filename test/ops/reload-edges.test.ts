@@ -158,3 +158,30 @@ t.test('PROXY protocol with no trusted proxy is refused at start, naming both va
   });
   t.ok(started.ports.https > 0, 'with a trusted proxy it starts');
 });
+
+t.test('trusted-proxies-reload-refusals: trustedProxies changed by a reload applies to requests refused before routing too', async (t) => {
+  // the listener's recorder of refusals kept the trust it was made with at start
+  writeConfig([[['trustedProxies'], ['127.0.0.1']]]);
+  t.equal((await reload()).status, 200);
+  t.teardown(async () => {
+    writeConfig();
+    await reload();
+  });
+  const answer = await new Promise<string>((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port: ports.https, servername: 'api.localhost', ca, ALPNProtocols: ['http/1.1'] });
+    let text = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => (text += chunk));
+    socket.once('error', reject);
+    socket.once('end', () => resolve(text));
+    // `*` is for OPTIONS only: refused at the listener, before routing
+    socket.write('GET * HTTP/1.1\r\nHost: api.localhost\r\nX-Forwarded-For: 203.0.113.9\r\nConnection: close\r\n\r\n');
+  });
+  t.match(answer, /^HTTP\/1\.1 400 /, 'refused before routing');
+  let line: { clientIp?: string } | undefined;
+  for (let i = 0; i < 50 && !line; i++) {
+    line = portico.logs.map((l) => { try { return JSON.parse(l); } catch { return {}; } }).find((e) => e.path === '*' && e.status === 400);
+    if (!line) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  t.equal(line?.clientIp, '203.0.113.9', 'its access line takes the client from X-Forwarded-For of the proxy trusted since the reload');
+});
