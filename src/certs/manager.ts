@@ -1,12 +1,11 @@
 // Certificates for custom domains: picked per SNI, obtained on their own once a domain verifies
 // (ordering.ts: issuers in order, CA limits, queue, backoff, one order per name across every
 // instance — and never an order for a name nobody verified), renewed when the CA's renewal
-// information says (RFC 9773) or else in the last third of their lifetime.
+// information says (RFC 9773) or else in the last third of their lifetime. The SecureContext
+// cache is context-cache.ts, the background jobs and their due times jobs.ts, the certificate
+// gauges certificate-gauges.ts.
 import tls from 'node:tls';
-import { X509Certificate, createHash } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
-import { afterReads } from '../after-reads.ts';
-import { createContextMaker } from './secure-contexts.ts';
+import { createHash } from 'node:crypto';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { RouteTable } from '../routing/route.ts';
@@ -18,7 +17,10 @@ import { createRenewals } from './renewal.ts';
 import type { Scheduler } from '../domains/scheduler.ts';
 import type { IssuerChain } from './issuer-chain.ts';
 import type { OrderQueue } from './order-queue.ts';
-import { createOrdering, backoffFor, PAUSE_RECHECK_MS } from './ordering.ts';
+import { createOrdering, backoffFor } from './ordering.ts';
+import { createContextCache } from './context-cache.ts';
+import { createCertificateGauges } from './certificate-gauges.ts';
+import { createJobs, QUEUE_JOB, RENEWAL_JOB, RETRY_JOB } from './jobs.ts';
 
 export interface ManagerOptions {
   stores: Stores;
@@ -51,16 +53,6 @@ function hashJitter(hostname: string): number {
   return createHash('sha256').update(hostname).digest().readUInt32BE(0) / 2 ** 32;
 }
 
-// the certificate gauges are read again this soon after a certificate is stored or removed (a burst
-// of changes, a queue draining, is one read), and at least this often (expiring moves the buckets)
-const SUMMARY_AFTER_CHANGE_MS = 1_000;
-const SUMMARY_EVERY_MS = 600_000;
-// the scheduler's job kinds: working through the order queue, one certificate's renewal, and the
-// next try of a failed first order
-const QUEUE_JOB = 'acme-queue';
-const RENEWAL_JOB = 'cert-renewal';
-const RETRY_JOB = 'cert-retry';
-
 export { renewAt, backoffFor };
 
 export function createCertificateManager(options: ManagerOptions) {
@@ -68,140 +60,45 @@ export function createCertificateManager(options: ManagerOptions) {
   const now = options.now ?? Date.now;
   const jitter = options.jitter ?? hashJitter;
   const waitMs = options.onDemandWaitMs ?? 10_000;
-  // Each SecureContext holds ~37 KiB of OpenSSL memory that V8 does not see, so a context the LRU
-  // drops would live on until some unrelated full collection: the bound would hold entries, not
-  // memory (RSS grew ~35 MiB per 1,000 new names past it). A dropped context is therefore closed on
-  // the next turn of the event loop: the handshake that was just handed it installs it when its
-  // SNI callback runs, in this turn's microtasks (the OCSP answer comes synchronously too), and a
-  // connection keeps its own reference to what it installed. Closing it any later only holds memory:
-  // under a flood of new names, a second's worth of dropped contexts.
-  const retire = (context: tls.SecureContext) => afterReads(() => closeContext(context));
-  const cache = new LRUCache<string, { context: tls.SecureContext; notAfter: number }>({ max: options.cacheSize ?? 1_000, dispose: (entry) => retire(entry.context) });
-  // a cold handshake loads its certificate into a context made ahead (about 0.2 ms instead of 0.5–1)
-  const contexts = createContextMaker();
+  const cache = createContextCache(options.cacheSize ?? 1_000);
   let platformContext = options.platform ? tls.createSecureContext(options.platform) : null;
   const platformSuffix = `.${options.platformDomain}`;
   let timer: NodeJS.Timeout | null = null;
-  let stopped = false;
-  let summarisedAt = -Infinity;
-  let summaryDue: NodeJS.Timeout | null = null;
-  let summarising: Promise<void> | null = null;
-  // due times of this manager's jobs: on the shared scheduler once useScheduler() is called (one
-  // instance runs each, they survive restarts), else timers in this process (the sweep catches up)
-  let scheduler: Scheduler | null = null;
-  const local = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  // background work this process started, which idle() waits for
   const running = new Set<Promise<unknown>>();
-  const jobs: Record<string, (key: string) => Promise<number | null>> = {
-    [QUEUE_JOB]: async () => {
-      await ordering.drainQueue();
-      if ((await options.queue.size()) === 0) return null;
-      // the next look when the first in line should have its turn (at least a second on, at most a minute)
-      const turn = (await options.queueEstimates?.().catch(() => null))?.(1) ?? now() + 60_000;
-      return Math.min(Math.max(turn, now() + 1_000), now() + 60_000);
-    },
-    [RENEWAL_JOB]: (hostname) => renewals.run(hostname),
-    // a failed first order, once its backoff has ended (a new failure schedules the next try itself),
-    // or one paused while the domain was misconfigured: ordered once its DNS is healthy again
-    [RETRY_JOB]: async (hostname) => {
-      const domain = await stores.domains.get(hostname);
-      if (domain?.status !== 'verified' || (domain.certificate.status !== 'failed' && domain.certificate.status !== 'none')) return null;
-      const next = domain.certificate.nextAttemptAt ? Date.parse(domain.certificate.nextAttemptAt) : 0;
-      if (next > now()) return next;
-      const result = await ordering.obtain(hostname, 'retry');
-      return result.paused && !result.certificate ? now() + PAUSE_RECHECK_MS : null;
-    },
+  const track = (work: Promise<unknown>) => {
+    running.add(work);
+    void work.finally(() => running.delete(work));
   };
-  function wake(kind: string, key: string, at: number): void {
-    if (stopped) return;
-    if (scheduler) {
-      const set = scheduler.at(kind, key, at).catch((err) => log.warn({ kind, key, err: (err as Error).message }, 'could not schedule certificate work'));
-      running.add(set);
-      void set.finally(() => running.delete(set));
-      return;
-    }
-    const id = `${kind} ${key}`;
-    const known = local.get(id);
-    if (known && known.at <= at) return;
-    if (known) clearTimeout(known.timer);
-    const timer = setTimeout(() => {
-      local.delete(id);
-      const job = jobs[kind](key).then((next) => { if (next !== null) wake(kind, key, next); }, (err) => log.warn({ kind, key, err: (err as Error).message }, 'certificate work failed'));
-      running.add(job);
-      void job.finally(() => running.delete(job));
-    }, Math.min(Math.max(at - now(), 0) + 20, 2 ** 31 - 1));
-    timer.unref();
-    local.set(id, { at, timer });
-  }
-
-  /**
-   * The certificate gauges from the store: portico_certificates{expires_in} and the earliest expiry,
-   * which has no sample while no certificate is stored (a 0 would read as "expired in 1970" to an
-   * alert on `expiry - time()`). One read at a time; a change meanwhile is read by the next.
-   */
-  function summarise(): Promise<void> {
-    if (summarising) {
-      summariseSoon();
-      return summarising;
-    }
-    const read = (async () => {
-      const at = now();
-      const { earliest, ...buckets } = await certs.certificates.summary(at);
-      for (const [bucket, n] of Object.entries(buckets)) metrics.certificates.set({ expires_in: bucket }, n);
-      if (earliest === null) metrics.certificatesEarliestExpiry.remove();
-      else metrics.certificatesEarliestExpiry.set(earliest / 1000);
-      summarisedAt = at;
-    })().catch((err) => log.warn({ err: (err as Error).message }, 'could not read the certificate store for the certificate gauges')).finally(() => {
-      summarising = null;
-      running.delete(read);
-    });
-    summarising = read;
-    running.add(read);
-    return read;
-  }
-
-  /** a certificate was stored or removed (here, or on another instance: the domain's notice) */
-  function summariseSoon(): void {
-    if (stopped || summaryDue) return;
-    summaryDue = setTimeout(() => {
-      summaryDue = null;
-      void summarise();
-    }, SUMMARY_AFTER_CHANGE_MS);
-    summaryDue.unref();
-  }
+  const gauges = createCertificateGauges({ certs, metrics, log, now, track });
+  const queueEstimates = () => options.queueEstimates?.() ?? Promise.resolve(null);
 
   const ordering = createOrdering({
     stores, certs, chain: options.chain, queue: options.queue, log, metrics, now, waitMs,
     onIssued: (stored) => {
-      summariseSoon();
-      const planned = renewals.plan(stored).catch((err) => log.warn({ hostname: stored.hostname, err: (err as Error).message }, 'could not plan the renewal'));
-      running.add(planned);
-      void planned.finally(() => running.delete(planned));
+      gauges.summariseSoon();
+      track(renewals.plan(stored).catch((err) => log.warn({ hostname: stored.hostname, err: (err as Error).message }, 'could not plan the renewal')));
     },
-    onQueueDue: (at) => wake(QUEUE_JOB, 'all', at),
-    onRetryDue: (hostname, at) => wake(RETRY_JOB, hostname, at),
+    onQueueDue: (at) => jobs.wake(QUEUE_JOB, 'all', at),
+    onRetryDue: (hostname, at) => jobs.wake(RETRY_JOB, hostname, at),
     isDue: (stored) => renewals.isDue(stored),
-    queueEstimates: () => options.queueEstimates?.() ?? Promise.resolve(null),
+    queueEstimates,
     ...(options.lockTtlMs ? { lockTtlMs: options.lockTtlMs } : {}),
   });
   const renewals = createRenewals({
     stores, certs, ordering, now, log, jitter,
     ...(options.renewalInfo ? { renewalInfo: options.renewalInfo } : {}),
-    wake: (hostname, at) => wake(RENEWAL_JOB, hostname, at),
+    wake: (hostname, at) => jobs.wake(RENEWAL_JOB, hostname, at),
   });
+  const jobs = createJobs({ stores, queue: options.queue, ordering, renewals, queueEstimates, log, now, track });
 
   stores.events.subscribe((topic) => {
     // a domain changed (removed, re-verified, new certificate elsewhere): drop what this instance holds
     if (topic.startsWith('domain:')) cache.delete(topic.slice('domain:'.length));
     else if (topic === '*') cache.clear();
     // which may be a certificate stored or removed by another instance
-    if (topic.startsWith('domain:') || topic === '*') summariseSoon();
+    if (topic.startsWith('domain:') || topic === '*') gauges.summariseSoon();
   });
-
-  function contextFor(stored: StoredCertificate) {
-    const entry = { context: contexts.make(stored.certPem, stored.keyPem), notAfter: Date.parse(stored.notAfter) };
-    cache.set(stored.hostname, entry);
-    return entry.context;
-  }
 
   const obtain = async (hostname: string, reason: 'verified' | 'handshake' | 'renewal' | 'retry' | 'reverify'): Promise<StoredCertificate | null> =>
     (await ordering.obtain(hostname, reason)).certificate;
@@ -229,9 +126,9 @@ export function createCertificateManager(options: ManagerOptions) {
         log.warn({ hostname, err: (err as Error).message }, 'certificate store unavailable during a handshake');
         return null;
       });
-      if (stored && Date.parse(stored.notAfter) > now()) return contextFor(stored);
+      if (stored && Date.parse(stored.notAfter) > now()) return cache.contextFor(stored);
       const ordered = await Promise.race([obtain(hostname, 'handshake'), new Promise<null>((r) => setTimeout(() => r(null), waitMs).unref())]).catch(() => null);
-      return ordered ? contextFor(ordered) : null;
+      return ordered ? cache.contextFor(ordered) : null;
     },
 
     /** A domain just verified (or asked to try again): order now, without waiting for a handshake. */
@@ -248,9 +145,7 @@ export function createCertificateManager(options: ManagerOptions) {
         if (reason === 'reverify') await ordering.reset(domain.hostname);
         await obtain(domain.hostname, reason === 'reverify' ? 'reverify' : 'verified');
       };
-      const started = start().catch((err) => log.warn({ hostname: domain.hostname, err: (err as Error).message }, 'could not start a certificate order'));
-      running.add(started);
-      void started.finally(() => running.delete(started));
+      track(start().catch((err) => log.warn({ hostname: domain.hostname, err: (err as Error).message }, 'could not start a certificate order')));
     },
 
     /**
@@ -261,14 +156,9 @@ export function createCertificateManager(options: ManagerOptions) {
     async onRemoved(hostname: string): Promise<void> {
       cache.delete(hostname);
       await certs.certificates.remove(hostname).catch(() => undefined);
-      summariseSoon();
+      gauges.summariseSoon();
       await ordering.forget(hostname).catch((err) => log.warn({ hostname, err: (err as Error).message }, 'could not take a removed domain out of the order queue'));
-      for (const kind of [RENEWAL_JOB, RETRY_JOB]) {
-        const id = `${kind} ${hostname}`;
-        clearTimeout(local.get(id)?.timer);
-        local.delete(id);
-        await scheduler?.cancel(kind, hostname).catch(() => undefined);
-      }
+      for (const kind of [RENEWAL_JOB, RETRY_JOB]) await jobs.cancel(kind, hostname);
     },
 
     /**
@@ -279,7 +169,7 @@ export function createCertificateManager(options: ManagerOptions) {
      */
     async sweep(): Promise<void> {
       // first, so the gauges have figures from the start
-      if (now() - summarisedAt >= SUMMARY_EVERY_MS || now() < summarisedAt) await summarise();
+      if (gauges.due()) await gauges.summarise();
       let seen = 0;
       for (const { hostname, notBefore, notAfter } of await certs.certificates.due(now())) {
         // many due at once (a CA outage): let handshakes in between, every 500
@@ -288,7 +178,7 @@ export function createCertificateManager(options: ManagerOptions) {
         // job re-reads the certificate (ARI may have moved it) and orders only when it is due
         if (now() >= renewAt(notBefore, notAfter, () => jitter(hostname))) {
           const next = await renewals.run(hostname);
-          if (next !== null) wake(RENEWAL_JOB, hostname, next);
+          if (next !== null) jobs.wake(RENEWAL_JOB, hostname, next);
         }
       }
       await ordering.drainQueue();
@@ -308,24 +198,14 @@ export function createCertificateManager(options: ManagerOptions) {
     },
 
     stop(): void {
-      stopped = true;
       if (timer) clearInterval(timer);
-      if (summaryDue) clearTimeout(summaryDue);
-      summaryDue = null;
-      for (const { timer: t } of local.values()) clearTimeout(t);
-      local.clear();
+      gauges.stop();
+      jobs.stop();
     },
 
     /** Queued orders and renewals run as the scheduler's jobs from now on (due times in the state backend). */
     useScheduler(shared: Scheduler): void {
-      scheduler = shared;
-      for (const [kind, run] of Object.entries(jobs)) shared.register(kind, (job) => run(job.key));
-      for (const [id, { at, timer: t }] of local) {
-        clearTimeout(t);
-        const [kind, key] = [id.slice(0, id.indexOf(' ')), id.slice(id.indexOf(' ') + 1)];
-        wake(kind, key, at);
-      }
-      local.clear();
+      jobs.useScheduler(shared);
     },
 
     /** for tests and metrics */
@@ -339,14 +219,3 @@ export function createCertificateManager(options: ManagerOptions) {
 }
 
 export type CertificateManager = ReturnType<typeof createCertificateManager>;
-
-/** Frees a SecureContext's OpenSSL state now (node's own close, not in its typings; absent: left to GC). */
-function closeContext(context: tls.SecureContext): void {
-  (context as { context?: { close?: () => void } }).context?.close?.();
-}
-
-/** Reads notBefore / notAfter / issuer from a PEM leaf. */
-export function describeCertificate(certPem: string): { notBefore: string; notAfter: string; issuer: string } {
-  const leaf = new X509Certificate(certPem);
-  return { notBefore: new Date(leaf.validFrom).toISOString(), notAfter: new Date(leaf.validTo).toISOString(), issuer: leaf.issuer.split('\n').find((l) => l.startsWith('CN='))?.slice(3) ?? leaf.issuer };
-}

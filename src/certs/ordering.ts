@@ -17,7 +17,7 @@ import { createQueueing } from './queueing.ts';
 import type { CertStores, OrderReason, OrderResult, StoredCertificate } from './types.ts';
 import { sameDomain } from '../domains/same-domain.ts';
 
-// ordering's constants and result types, for its callers (manager.ts) to import from one place
+// ordering's constants and result types, for its callers (manager.ts, jobs.ts) to import from one place
 export { backoffFor, PAUSE_RECHECK_MS };
 export type { OrderReason, OrderResult };
 
