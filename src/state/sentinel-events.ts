@@ -1,6 +1,6 @@
 // What the sentinels say, read: their failover events (+switch-master, +selected-slave), their answer
 // to SENTINEL SENTINELS, and the addresses a name they give stands for. Pure parsing and one DNS
-// look-up, for sentinel-switch.ts.
+// look-up, for sentinel-listeners.ts and sentinel-named.ts.
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import type { RedisAddress } from './redis-url.ts';

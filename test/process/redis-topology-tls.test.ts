@@ -61,7 +61,7 @@ for (const [mode, start] of [['sentinel', () => startSentinel({ tls: true, hostn
     t.equal(Number(second.headers['x-ratelimit-remaining']), Number(first.headers['x-ratelimit-remaining']) - 1, 'counted in Redis');
 
     if (mode === 'sentinel') {
-      // the sentinels' failover events are listened to over TLS too (sentinel-switch.ts)
+      // the sentinels' failover events are listened to over TLS too (sentinel-listeners.ts)
       for (const sentinel of (topology as SentinelTopology).sentinels) {
         let clients = '';
         for (const deadline = Date.now() + 5000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 100))) {
