@@ -8,7 +8,7 @@ const POLL_MAX_WAIT_MS = 30_000;
 // what the CA is still working on (RFC 8555 §7.1.6); `ready` is an order finalize has not moved yet
 const UNSETTLED = new Set(['pending', 'processing', 'ready']);
 
-/** What the issuer read off the last answer of a look (acme-issuer.ts's interceptors fill it in). */
+/** What the issuer read off the last answer of a look (acme-trace.ts's interceptors fill it in). */
 export interface LookTrace {
   problem?: unknown;
   transportError?: Error;
@@ -29,7 +29,7 @@ export interface LookTrace {
 export async function settle<T extends { status: string }>(trace: LookTrace, what: string, backoffMin: number, look: () => Promise<T>): Promise<T> {
   let wait = backoffMin;
   for (let looks = 1; ; looks += 1) {
-    // what the issuer's classify() reads is the last look's
+    // what classify() (acme-trace.ts) reads is the last look's
     delete trace.problem;
     delete trace.transportError;
     delete trace.status;
