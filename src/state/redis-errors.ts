@@ -47,7 +47,7 @@ const REPORT_REQUEST = /\. Please report this\.$/;
 export type UrlShape = Pick<RedisTarget, 'mode' | 'tls' | 'password'>;
 
 /**
- * A connection's error with what to change, in the form of the sentinels' hints (redis-connect.ts):
+ * A connection's error with what to change, in the form of the sentinels' hints (sentinel-hint.ts):
  * Redis's or Node's words, then "(why: what to do)". `answered`: the server has answered on this
  * connection before (a reset then says nothing about TLS). The hint names no credential; Node's
  * --use-system-ca advice is dropped (a private CA goes in NODE_EXTRA_CA_CERTS, README *Configuration*).

@@ -61,7 +61,7 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
   // what Redis refused and the rule (redis-rights.ts): every right the check finds missing, else the
   // NOPERM of the subscription, of the connection (a Cluster's slot map: CLUSTER SLOTS; that one ends
   // the wait at once) or of the first commands. Not a Sentinel connection's error: a refusal there is
-  // the sentinels' user (redis-connect.ts names what that one needs).
+  // the sentinels' user (sentinel-hint.ts's SENTINEL_ACL names what that one needs).
   const refused: { refusal: string | null; endWait: () => void } = { refusal: null, endWait: () => undefined };
   const waitEnded = new Promise<void>((resolve) => (refused.endWait = resolve));
   const onRefusal = (err: unknown) => void (refused.refusal ??= refusalIn(err));
