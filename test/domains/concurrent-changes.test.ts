@@ -21,7 +21,10 @@ t.teardown(() => upstream.stop());
 const redis = await startRedis();
 t.teardown(() => redis.stop());
 
-async function started(env: Record<string, string> = {}): Promise<Instance> {
+// stopped at the end of the test that started it: an instance left running on the shared Redis claims
+// the next test's scheduled domain checks and runs them with its own intervals (the last test's check
+// every 100 ms became one a day once an instance of the test before took it)
+async function started(t: Test, env: Record<string, string> = {}): Promise<Instance> {
   const instance = await startPortico({ PORTICO_DNS_SERVERS: dns.dnsServer, ...env });
   t.teardown(async () => {
     await instance.stop();
@@ -82,7 +85,7 @@ async function primaryTwice(ports: [number, number], projectId: string, hostname
 }
 
 t.test('one instance, embedded state', async (t) => {
-  const portico = await started();
+  const portico = await started(t);
   const port = portico.ports.admin;
 
   t.test('A→B and B→A at once: one is refused, never a loop', async (t) => {
@@ -98,8 +101,8 @@ t.test('one instance, embedded state', async (t) => {
 });
 
 t.test('two instances on one Redis', async (t) => {
-  const one = await started({ PORTICO_REDIS_URL: redis.url });
-  const two = await started({ PORTICO_REDIS_URL: redis.url });
+  const one = await started(t, { PORTICO_REDIS_URL: redis.url });
+  const two = await started(t, { PORTICO_REDIS_URL: redis.url });
   const ports: [number, number] = [one.ports.admin, two.ports.admin];
 
   t.test('A→B on one and B→A on the other at once: never a loop', async (t) => {
@@ -146,7 +149,7 @@ t.test('two instances on one Redis', async (t) => {
 t.test('automatic checks every 100 ms never write over an owner\'s redirect changes', async (t) => {
   // a check reads the domain after its DNS lookup and writes it whole: outside the project's turn, a
   // redirect made between its read and its write was lost, and one removed came back
-  const portico = await started({ PORTICO_REDIS_URL: redis.url, PORTICO_VERIFIED_RECHECK_MS: '100' });
+  const portico = await started(t, { PORTICO_REDIS_URL: redis.url, PORTICO_VERIFIED_RECHECK_MS: '100' });
   const port = portico.ports.admin;
   const id = await projectWith(t, port, 'checked', ['a.checked.example', 'b.checked.example'], { verified: true });
   const checksRunNow = async () => {
