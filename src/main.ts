@@ -27,6 +27,7 @@ import { createForwarder } from './proxy/forward.ts';
 import { createProjectProxy } from './proxy/project-proxy.ts';
 import { createRouteTable } from './routing/route.ts';
 import { followChanges, loadRoutes } from './routing/sync.ts';
+import { START_READ_WAIT_MS } from './state/start-reads.ts';
 import { createScheduler } from './domains/scheduler.ts';
 import { createDomainChecks } from './domains/rechecks.ts';
 import { projectTurns } from './domains/project-turns.ts';
@@ -160,7 +161,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
 
   // 3. routing and certificates (kept across reloads)
   const routes = createRouteTable(config.api.hosts, config.api.stagingHosts, config.platform.domain);
-  await loadRoutes(stores, routes);
+  await loadRoutes(stores, routes, config.redis.url ? START_READ_WAIT_MS : 0, log);
   followChanges(stores, routes, log);
   metrics.countDomainsWith(() => stores.domains.countByStatus());
   const forwarder = createForwarder(config.timeouts.upstreamMs, (kind) => metrics.upstreamErrors.inc({ kind }));

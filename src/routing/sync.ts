@@ -8,11 +8,17 @@
 import type { Logger } from '../log.ts';
 import type { Project, Stores } from '../state/types.ts';
 import type { ProjectRoute, RouteTable } from './route.ts';
+import { readAtStart } from '../state/start-reads.ts';
 
 const RELOAD_RETRY_MS = 1000;
 
-export async function loadRoutes(stores: Stores, table: RouteTable): Promise<void> {
-  install(stores, table, await stores.projects.list());
+/**
+ * The projects at start-up. `waitMs` > 0 (shared state): a read Redis did not answer in time is tried
+ * again for that long (start-reads.ts), each retry logged.
+ */
+export async function loadRoutes(stores: Stores, table: RouteTable, waitMs = 0, log?: Logger): Promise<void> {
+  const retrying = (err: Error) => log?.warn({ err: err.message }, 'the first read of the projects failed; trying again');
+  install(stores, table, await readAtStart(() => stores.projects.list(), waitMs, retrying));
 }
 
 function install(stores: Stores, table: RouteTable, projects: Project[]): void {

@@ -24,8 +24,9 @@ import { openRedisCategories } from './redis-categories.ts';
 import { refusalIn, refusedRights, rightsError } from './redis-rights.ts';
 import { SENTINELS_WAIT_MS } from './sentinel-switch.ts';
 import { settledByConfiguration } from './redis-errors.ts';
+import { readAtStart, START_READ_WAIT_MS } from './start-reads.ts';
 
-const READY_WAIT_MS = 5_000;
+const READY_WAIT_MS = START_READ_WAIT_MS;
 
 export type { RedisConnections } from './redis-connect.ts';
 
@@ -119,7 +120,9 @@ export async function openRedisStores(connections: RedisConnections, now: () => 
     // no `cause`, as above ("…ECONNREFUSED 127.0.0.1:1; the start stops: connect ECONNREFUSED 127.0.0.1:1")
     throw giveUp(stateUnavailable(new Error(`${reason.message}; the start stops`)));
   }
-  await routeIndex.load().catch((err: unknown) => {
+  // a read that timed out on a Redis slow for a moment is tried again within the start's wait (start-reads.ts)
+  const retrying = (err: Error) => connections.options.onTopologyEvent?.('warn', 'the first read of the domain index failed; trying again', { err: err.message });
+  await readAtStart(() => routeIndex.load(), START_READ_WAIT_MS, retrying).catch((err: unknown) => {
     // a command refused (a server the check above cannot ask: Redis before 7.0)
     const refusal = client.status === 'ready' ? refusalIn(err) : null;
     throw refusal === null ? err : stopForRights(refusal);
