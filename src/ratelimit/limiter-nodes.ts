@@ -8,7 +8,7 @@
 //   there once, after ASKING (Redis Cluster spec, "ASK redirection");
 // - `-TRYAGAIN`: a multi-key call during a migration; tried again after a short pause;
 // - `-READONLY`, `-LOADING`, `-CLUSTERDOWN` or a lost connection: a failover is under way; ioredis is
-//   asked to look again (after `-READONLY` on Sentinel its connection is made again, which asks the
+//   asked to look again (the connection is dropped after `-READONLY` or a loss, kept after the others) (after `-READONLY` on Sentinel its connection is made again, which asks the
 //   sentinels, as ioredis does after a READONLY of its own), and the call fails (the failover limiter
 //   answers it from this instance) unless another primary is named already.
 // On Sentinel the primary the sentinels announce (+switch-master, sentinel-switch.ts) is used at once,
@@ -102,7 +102,10 @@ export class LimiterNodes {
         next = this.#connectionFor(slot);
       } else if (kind === 'READONLY' || kind === 'LOADING' || kind === 'CLUSTERDOWN') {
         const address = this.#keyOf(failed);
-        this.#drop(failed);
+        // a replica now: the connection has no more use. A node that is -LOADING or -CLUSTERDOWN (a slot
+        // nobody serves, or the whole cluster down meanwhile) answered: its connection carries the
+        // calls for its other slots, in flight and to come, as before
+        if (kind === 'READONLY') this.#drop(failed);
         if (kind === 'READONLY' && address !== '') {
           if (address === this.#announced) this.#announced = null;
           this.#topology.demoted?.(address);

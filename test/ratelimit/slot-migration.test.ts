@@ -151,3 +151,29 @@ t.test('callers in parallel through a migration: none fails, the counter holds e
   t.same(failures.slice(0, 5), [], `no call failed (${failures.length} did)`);
   t.equal(Number(await cli(to.port, 'HGET', key, 'dayUsed')), allowed, 'the counter holds every allowed call once');
 });
+
+t.test('a slot nobody serves: its calls fail, the connection to the live node that said so is kept', async (t) => {
+  const limiter = await newLimiter(t);
+  // with cluster-require-full-coverage no (the README's recommended setting), a node answers
+  // -CLUSTERDOWN for a slot nobody serves and keeps serving its others
+  for (const node of topology.nodes) await cli(node.port, 'CONFIG', 'SET', 'cluster-require-full-coverage', 'no');
+  const { subject, slot, from } = await subjectToMove('unserved');
+  let healthy = 'healthy-0';
+  for (let i = 1; (await topology.primaryOf(keySlot(healthy))).port !== from.port || keySlot(healthy) === slot; i++) healthy = `healthy-${i}`;
+  const limit = { perMinute: 1_000_000, perDay: 1_000_000 };
+  const ban = { refusals: 1_000_000, windowSeconds: 60, banSeconds: 1 };
+  const received = async () => Number(/^total_connections_received:(\d+)/m.exec(await cli(from.port, 'INFO', 'stats'))?.[1]);
+  t.ok((await limiter.consume(healthy, limit, ban)).allowed, 'a subject on the node is counted');
+  t.equal(await cli(from.port, 'CLUSTER', 'DELSLOTS', String(slot)), 'OK', 'the node stops serving one slot');
+  t.teardown(async () => {
+    await cli(from.port, 'CLUSTER', 'ADDSLOTS', String(slot));
+    for (const node of topology.nodes) await cli(node.port, 'CONFIG', 'SET', 'cluster-require-full-coverage', 'yes');
+  });
+  const before = await received();
+  const refused = await limiter.consume(subject, limit, ban).then(() => 'answered', (err: Error) => err.message);
+  t.match(refused, /CLUSTERDOWN/, `the call for the unserved slot fails with what the node said (${refused})`);
+  // the same node, its other slots: answered on the connection the limiter had
+  for (let i = 0; i < 5; i++) t.ok((await limiter.consume(healthy, limit, ban)).allowed, `call ${i + 1} on the node's other slot`);
+  // `redis-cli INFO` itself is one connection per call
+  t.equal(await received() - before, 1, 'no new connection from the limiter (only the one of this INFO)');
+});
