@@ -85,9 +85,6 @@ function parseLimits(value: unknown): Limit {
   const extra = Object.keys(limits).filter((k) => k !== 'perMinute' && k !== 'perDay');
   if (extra.length > 0) throw new HttpError('invalid_request', `Unknown field "limits.${shown(extra[0], SHOWN_FIELD_CHARS)}"; allowed: perMinute, perDay.`);
   if (!isCount(limits.perMinute) || !isCount(limits.perDay)) throw new HttpError('invalid_request', '"limits.perMinute" and "limits.perDay" must be positive integers.');
-  // a minute's limit past the day's would never be reached: the day's runs out within that minute (Kong
-  // refuses such limits too)
-  if (limits.perMinute > limits.perDay) throw new HttpError('invalid_request', `"limits.perMinute" (${limits.perMinute}) is more than "limits.perDay" (${limits.perDay}); a day's limit must be at least the minute's.`);
   return { perMinute: limits.perMinute, perDay: limits.perDay };
 }
 

@@ -24,9 +24,9 @@ const remaining = async (child: Child, key: string) => {
 };
 
 let child = await start();
-// a day of 20 and a minute of 20: the day is the window reported (fewest remaining; a tie: the longer)
-const { key } = await accountWithKey(child.ports.admin, 'enterprise', 'production', { perMinute: 20, perDay: 20 });
-const tight = await accountWithKey(child.ports.admin, 'enterprise', 'production', { perMinute: 2, perDay: 2 });
+// a day of 20 (the window reported: fewest remaining), a minute of 1000
+const { key } = await accountWithKey(child.ports.admin, 'enterprise', 'production', { perMinute: 1000, perDay: 20 });
+const tight = await accountWithKey(child.ports.admin, 'enterprise', 'production', { perMinute: 1000, perDay: 2 });
 
 t.test('a stop and a start on the same data dir: the day goes on where it was', async (t) => {
   for (let i = 0; i < 5; i++) await remaining(child, key);
