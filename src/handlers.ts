@@ -40,7 +40,8 @@ export interface Shared {
   certificates: CertificateManager;
   adminToken: string;
   /** Redis answers (a fresh PING, see watchRedis); null: embedded state */
-  redisUp: (() => Promise<boolean>) | null;
+  /** with Redis: its state for /readyz (redis-watch.ts) */
+  redisUp: (() => Promise<'up' | 'partly' | 'down'>) | null;
   /** the Redis topology (null: embedded) */
   redisMode: RedisMode | null;
   reload(): Promise<void>;
@@ -74,7 +75,10 @@ export function buildHandlers(config: Config, shared: Shared): ListenerHandlers 
       if ((await stores.health()) === 'ok') return { status: 200, body: { status: 'ok', state: 'embedded' } };
       return { status: 503, body: { status: 'unavailable', state: 'embedded', writes: 'failing' } };
     }
-    const redis = (await shared.redisUp()) ? 'ok' : config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down';
+    // a Cluster with only some primaries unreachable: degraded also when `closed`, since the subjects
+    // counted on the others are answered (a load balancer honouring 503 would pull every instance)
+    const state = await shared.redisUp();
+    const redis = state === 'up' ? 'ok' : state === 'partly' || config.ratelimit.onRedisDown === 'local' ? 'degraded' : 'down';
     return { status: redis === 'down' ? 503 : 200, body: { status: redis === 'down' ? 'unavailable' : 'ok', redis, mode: shared.redisMode ?? 'standalone' } };
   };
   // answers read under the configuration before are not given under this one

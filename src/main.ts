@@ -121,6 +121,8 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
       ping: async () => (await stores.health()) === 'ok',
       connected: () => connections.client.status === 'ready',
       limiterUp: () => failover.redisUp,
+      // some of a Cluster's primaries unreachable, not all: /readyz says degraded, never down (redis-watch.ts)
+      limiterPartly: () => connections.mode === 'cluster' && !failover.unreachable.includes('') && connections.primaries().some((node) => !failover.unreachable.includes(node)),
       onChange: (up) => {
         metrics.redisUp.set(up ? 1 : 0);
         // down: why, when the connection said so (a command that timed out on a live connection says nothing)
@@ -138,7 +140,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
     connections.client.on('ready', () => void watch.check());
     connections.client.on('close', () => watch.update());
     redisWatch = watch;
-    redisUp = () => watch.check();
+    redisUp = () => watch.readiness();
     log.info({ redis: redact(config.redis.url), mode: connections.mode }, 'state in Redis (shared)');
   } else {
     stores = await openEmbeddedStores(config.dataDir, { onEvent: (level, message, fields) => log[level](fields, message) });

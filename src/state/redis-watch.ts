@@ -4,6 +4,12 @@ export interface RedisWatch {
   readonly up: boolean;
   /** PINGs the state now; resolves with whether Redis is up (connected, answering, limiter's breaker closed) */
   check(): Promise<boolean>;
+  /**
+   * check(), for /readyz: 'partly' when Redis is not up only because the limiter cannot reach some of a
+   * Cluster's primaries while it reaches others (the state's server answering): the subjects counted on
+   * those others are served as usual
+   */
+  readiness(): Promise<'up' | 'partly' | 'down'>;
   /** re-reads the connection and the limiter (after one of their events) */
   update(): void;
   stop(): void;
@@ -15,7 +21,7 @@ export interface RedisWatch {
  * every `everyMs` by itself and for each /readyz: a frozen Redis (SIGSTOP, a stalled network) keeps
  * its connection and sends no event, and with no /v1 request the limiter never calls it either.
  */
-export function watchRedis(deps: { ping(): Promise<boolean>; connected(): boolean; limiterUp(): boolean; onChange(up: boolean): void }, everyMs = 1000): RedisWatch {
+export function watchRedis(deps: { ping(): Promise<boolean>; connected(): boolean; limiterUp(): boolean; limiterPartly?(): boolean; onChange(up: boolean): void }, everyMs = 1000): RedisWatch {
   let answered = true;
   let up = deps.connected();
   // a PING's answer counts only if none sent after it has answered already
@@ -48,6 +54,7 @@ export function watchRedis(deps: { ping(): Promise<boolean>; connected(): boolea
       return up;
     },
     check,
+    readiness: async () => ((await check()) ? 'up' : deps.connected() && answered && deps.limiterPartly?.() ? 'partly' : 'down'),
     update: () => void update(),
     stop: () => {
       if (timer) clearTimeout(timer);

@@ -2,10 +2,11 @@
 // the state): only the accounts whose counters live on that primary answer 503 while its replica takes
 // over. The limiter had one breaker for every node, so the first call that failed on the dead primary
 // answered every /v1 call 503, the accounts on the two live primaries too, until its probe found Redis
-// again: a third of the cluster down stopped the whole API. Now each primary has its own breaker.
+// again: a third of the cluster down stopped the whole API. Now each primary has its own breaker, and
+// /readyz says "degraded" (200), not "down" (503), while some primaries answer.
 import t from 'tap';
 import { spawnPortico, cleanup } from '../helpers/portico.ts';
-import { api, accountWithKey } from '../helpers/client.ts';
+import { admin, api, accountWithKey } from '../helpers/client.ts';
 import { startCluster, type RedisNode } from '../helpers/redis-topology.ts';
 import { keySlot } from '../../src/state/redis-slot.ts';
 import { CLUSTER_KEY_PREFIX } from '../../src/state/redis-connect.ts';
@@ -47,6 +48,15 @@ t.test('closed mode: a primary killed under traffic stops only the accounts coun
       await sleep(10);
     }
   });
+  // /readyz meanwhile: a load balancer honouring it must not pull the instance for one primary
+  const readyz: string[] = [];
+  const probing = (async () => {
+    while (running) {
+      const answer = await admin(portico.ports.admin, 'GET', '/readyz', undefined, null);
+      readyz.push(`${answer.status} ${answer.json?.redis}`);
+      await sleep(50);
+    }
+  })();
   await sleep(300);
   const killedAt = performance.now();
   await victim.kill();
@@ -61,13 +71,16 @@ t.test('closed mode: a primary killed under traffic stops only the accounts coun
   const backAfterMs = Math.round(performance.now() - killedAt);
   await sleep(500);
   running = false;
-  await Promise.all(loops);
+  await Promise.all([...loops, probing]);
 
   const counts = (list: number[]) => JSON.stringify(list.reduce<Record<number, number>>((all, s) => ({ ...all, [s]: (all[s] ?? 0) + 1 }), {}));
   const victims = statuses.get(victimKey)!;
   t.ok(victims.includes(503), `the account counted on the killed primary was refused meanwhile (${counts(victims)})`);
   t.ok(back, `and answered 200 again ${backAfterMs} ms after the kill`);
   t.same(victims.filter((s) => s !== 200 && s !== 503), [], 'with 200 or 503 only');
+  const seen = [...new Set(readyz)];
+  t.ok(readyz.includes('200 degraded'), `/readyz said degraded while the primary was unreachable (seen: ${seen.join(', ')})`);
+  t.same(readyz.filter((r) => r !== '200 ok' && r !== '200 degraded'), [], 'and never 503: the accounts on the live primaries were answered');
   const downLine = portico.logs.find((line) => line.includes('Redis unreachable'));
   t.match(downLine, `/v1 calls counted on an unreachable primary answer 503`, 'the log line says what is refused');
   t.match(downLine, `127.0.0.1:${victim.port}`, 'and names the primary');
