@@ -1,17 +1,19 @@
 // The only reader of process.env. Loads config/portico.yaml (or PORTICO_CONFIG), applies the
 // PORTICO_* overrides, validates everything at once and returns a frozen object.
-import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import net from 'node:net';
-import { createRequire } from 'node:module';
 import type { Limit } from './ratelimit/limiter.ts';
-import { Reader, isObject } from './config-reader.ts';
+import { Reader } from './config-reader.ts';
 import { VARIABLE_AT, applyEnv, serviceLinkWarnings, unknownVariables } from './config-env.ts';
 import { acmeDirectoryProblems, acmeEmail, dnsServerProblem, ipAddress, keyExchangeProblems } from './config-checks.ts';
 import { parseRedisUrl } from './state/redis-url.ts';
 import { directoryProblems, platformPairProblems } from './config-files.ts';
 import { readAcme, type IssuerSettings } from './certs/issuers.ts';
+import { ConfigError, configFileOf, parseTree, readText } from './config-source.ts';
+
+// finding the file and the CLI's reading of it live apart; exported here so callers import config.ts alone
+export { ConfigError, configFileOf } from './config-source.ts';
+export { cliSettings } from './config-cli.ts';
 
 export type Plan = 'free' | 'pro' | 'business' | 'enterprise';
 export const PLANS: readonly Plan[] = ['free', 'pro', 'business', 'enterprise'];
@@ -60,52 +62,9 @@ export interface Config {
   warnings: string[];
 }
 
-export class ConfigError extends Error {
-  readonly problems: string[];
-  constructor(problems: string[]) {
-    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
-    this.problems = problems;
-  }
-}
-
-const DEFAULT_FILE = 'config/portico.yaml';
-/** the defaults that come with the install (src/ or dist/ → ../config) */
-const INSTALLED_FILE = fileURLToPath(new URL('../config/portico.yaml', import.meta.url));
-
-/** PORTICO_CONFIG; else config/portico.yaml in the working directory; else the install's defaults
- * (Portico started from another directory). Relative paths in it are the working directory's. */
-export function configFileOf(env: NodeJS.ProcessEnv, cwd: string): string {
-  if (env.PORTICO_CONFIG) return path.resolve(cwd, env.PORTICO_CONFIG);
-  const local = path.resolve(cwd, DEFAULT_FILE);
-  return existsSync(local) || !existsSync(INSTALLED_FILE) ? local : INSTALLED_FILE;
-}
-
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
   const configFile = configFileOf(env, cwd);
   return parseConfig(readText(configFile), configFile, env, cwd);
-}
-
-function readText(configFile: string): string {
-  try {
-    return readFileSync(configFile, 'utf8');
-  } catch (err) {
-    throw new ConfigError([`cannot read ${configFile}: ${(err as Error).message}`]);
-  }
-}
-
-// yaml loads with the first file parsed, not with this module: a CLI command given PORTICO_ADMIN_URL
-// and PORTICO_ADMIN_TOKEN reads no file, and it is the same module (CommonJS) that `import` would load
-let yaml: typeof import('yaml') | undefined;
-function parseTree(text: string, configFile: string): Record<string, unknown> {
-  yaml ??= createRequire(import.meta.url)('yaml') as typeof import('yaml');
-  let tree: unknown;
-  try {
-    tree = yaml.parse(text) ?? {};
-  } catch (err) {
-    throw new ConfigError([`${configFile} is not valid YAML: ${(err as Error).message}`]);
-  }
-  if (!isObject(tree)) throw new ConfigError([`${configFile} must hold a mapping at the top level`]);
-  return tree;
 }
 
 export function parseConfig(text: string, configFile: string, env: NodeJS.ProcessEnv, cwd: string): Config {
@@ -288,39 +247,4 @@ export function restartOnlyChanges(a: Config, b: Config): string[] {
   const before = pick(a);
   const after = pick(b);
   return Object.keys(before).filter((k) => before[k as keyof typeof before] !== after[k as keyof typeof after]);
-}
-
-/**
- * Where the CLI finds the admin API, read as the server reads it: PORTICO_ADMIN_URL, else admin.host
- * and admin.port of the configuration file (PORTICO_CONFIG …) with the variables over it; the token
- * from PORTICO_ADMIN_TOKEN or admin.token, else <dataDir>/admin-token. Only these settings are read: a
- * problem elsewhere in the file is the server's to report, one in these stops the command.
- */
-export function cliSettings(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): { url: string; token: string | null; tokenFile: string; tokenFrom: string } {
-  const configFile = configFileOf(env, cwd);
-  // with both variables the file holds nothing the command needs
-  const tree = env.PORTICO_ADMIN_URL && env.PORTICO_ADMIN_TOKEN ? {} : parseTree(readText(configFile), configFile);
-  // the variables' own problems (a blank list …) are in settings the command does not read
-  applyEnv(tree, env, []);
-  const problems: string[] = [];
-  const read = new Reader(tree, problems, VARIABLE_AT);
-  let url = env.PORTICO_ADMIN_URL || null;
-  if (url === null) {
-    const host = ipAddress(read.string('admin.host', '127.0.0.1'), 'admin.host (PORTICO_ADMIN_HOST)', '127.0.0.1 or ::1', problems) ?? '127.0.0.1';
-    url = `http://${host.includes(':') ? `[${host}]` : host}:${read.port('admin.port', 9180)}`;
-  }
-  let token = read.secret('admin.token');
-  const tokenFile = path.resolve(cwd, read.string('dataDir', './data'), 'admin-token');
-  if (problems.length > 0) throw new ConfigError(problems);
-  // where the token came from, for a refusal to name (never the token)
-  let tokenFrom = env.PORTICO_ADMIN_TOKEN?.trim() ? 'PORTICO_ADMIN_TOKEN' : `admin.token of ${configFile}`;
-  if (!token) {
-    tokenFrom = tokenFile;
-    try {
-      token = readFileSync(tokenFile, 'utf8').trim() || null;
-    } catch {
-      token = null;
-    }
-  }
-  return { url, token, tokenFile, tokenFrom };
 }

@@ -5,7 +5,7 @@
 //
 // Formats written here (keep in step with src/; the cache is keyed by a fingerprint of these files,
 // and every new dataset is read back through Portico's own store code before it is used):
-// - src/state/append-log.ts: `<crc32 hex, 8> <json>\n` per record; src/state/embedded.ts: records
+// - src/state/append-log.ts: `<crc32 hex, 8> <json>\n` per record; src/state/embedded-tables.ts: records
 //   {op:'put', t, k, v} in tables 'accounts' and 'projects';
 // - src/state/embedded-domains.ts: `<data dir>/domains.index`, the domain index (written with
 //   src/state/domain-snapshot.ts's own encoder), `<data dir>/domains/<hostname>.json` (the Domain
@@ -35,7 +35,8 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 /** bump when the generator changes; the sources whose formats it copies are fingerprinted too */
 const FORMAT = 3;
 const FORMAT_SOURCES = [
-  'src/state/append-log.ts', 'src/state/embedded.ts', 'src/state/embedded-domains.ts', 'src/state/domain-snapshot.ts', 'src/state/redis-domains.ts',
+  'src/state/append-log.ts', 'src/state/embedded.ts', 'src/state/embedded-tables.ts', 'src/state/embedded-domains.ts', 'src/state/embedded-domain-files.ts',
+  'src/state/domain-snapshot.ts', 'src/state/redis-domains.ts',
   'src/state/redis-routes.ts', 'src/certs/file-store.ts', 'src/certs/redis-store.ts', 'src/certs/types.ts',
 ];
 export const SCALE_CN = 'portico-bench-scale';

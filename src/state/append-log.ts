@@ -30,7 +30,7 @@ interface Pending extends Waiter {
 /** what the probe appends (no newline: a crash that leaves it is a torn tail, cut at the next start) */
 const PROBE = Buffer.alloc(4096, ' ');
 
-/** where a log reports its failed writes, and who probes it while they fail (embedded.ts's WriteHealth) */
+/** where a log reports its failed writes, and who probes it while they fail (embedded-health.ts's WriteHealth) */
 export interface WriteReports {
   failed(file: string, err: unknown): void;
   /** calls `probe` while writes fail; returns the way to stop */

@@ -13,6 +13,7 @@
 //   and a certificate change never lose each other's part. Once a certificate state has been written
 //   with an event it lives in the body file too; `<hostname>.certificate.json` is read while it does not.
 //   A hostname too long for a file name (over 238 characters) names its files by a digest (stemOf).
+// The body file's format, the files' names and the durable write: embedded-domain-files.ts.
 // Order of writes: the body file first, then the index entry; a crash in between leaves a file no
 // index names, which a later add of that hostname overwrites. A body file that fails to be written (a
 // full disk) rejects with STATE_UNAVAILABLE and counts as a failed write of the data dir.
@@ -20,36 +21,26 @@
 // project's lists leave it out (logged once, naming the file) and reading the domain itself fails,
 // until the file is repaired or restored. Routing goes by the index and keeps serving it; removing it
 // goes by the index too, so an owner can take it off without repairing the file first.
-import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { open, readFile, rename, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { AppendLog, type AppendLogOptions, type WriteReports } from './append-log.ts';
+import { AppendLog, type AppendLogOptions } from './append-log.ts';
 import { keyedTurns } from '../turns.ts';
-import type { Tables } from './embedded.ts';
+import type { Tables } from './embedded-tables.ts';
 import { DomainIndex, indexEntryOf } from './domain-index.ts';
 import { DomainSnapshot, type IndexEntry } from './domain-snapshot.ts';
-import { ownerAfterRemoval, ownerOf, stateUnavailable, type CertificateState, type Domain, type DomainStore, type PreviousOwner, type Project, type RemovedDomain } from './types.ts';
+import { domainFileOf, encodeBody, readBodyWithoutEvents, readJson, writeFileDurable, type BodyFile } from './embedded-domain-files.ts';
+import { ownerAfterRemoval, ownerOf, type CertificateState, type Domain, type DomainStore, type PreviousOwner, type Project, type RemovedDomain } from './types.ts';
 import { appendBounded, eventList, oldestFirst, type DomainEvent } from '../domains/events.ts';
 
-/** what the body file holds: the domain, its timeline, and (once written with an event) its certificate state */
-type BodyFile = Omit<Domain, 'certificate'> & { certificate?: CertificateState; events?: DomainEvent[] };
+// limiter-checkpoint.ts writes its file the same way and imports it from here
+export { writeFileDurable };
+
 /** `accountId`: whose timeline `events` is; `owner`: the previous owner (types.ts ownerAfterRemoval) */
 type History = { accountId: string; removedAt: string; events?: DomainEvent[]; owner?: PreviousOwner | null };
 
 /** log records replayed at most at start; past this the index is written anew */
 const COMPACT_AT = 4096;
-const HOSTNAME = /^[a-z0-9_.-]+$/;
-/** a file name's bytes on the filesystems Portico runs on (ext4, xfs, btrfs, overlayfs) */
-const NAME_MAX = 255;
-const LONGEST_SUFFIX = '.certificate.json'.length;
-
-/** A domain's files are named by its hostname; one too long for that (up to 253 characters are valid)
- * by its first 200 characters, `~` (never in a hostname) and a digest of the whole name. */
-function stemOf(hostname: string): string {
-  if (hostname.length + LONGEST_SUFFIX <= NAME_MAX) return hostname;
-  return `${hostname.slice(0, 200)}~${createHash('sha256').update(hostname).digest('hex').slice(0, 32)}`;
-}
 
 interface IndexRecord {
   h: string;
@@ -89,11 +80,7 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, optio
   // claimed synchronously, before the write is durable, so two adds of one name cannot both win
   const claimed = new Set<string>();
 
-  const fileOf = (hostname: string, kind: 'domain' | 'certificate') => {
-    // hostnames are validated before they get here; refuse anything that could leave the folder
-    if (!HOSTNAME.test(hostname) || hostname.includes('..')) throw new Error(`not a hostname: ${JSON.stringify(hostname)}`);
-    return path.join(dir, `${stemOf(hostname)}${kind === 'domain' ? '.json' : '.certificate.json'}`);
-  };
+  const fileOf = (hostname: string, kind: 'domain' | 'certificate') => domainFileOf(dir, hostname, kind);
   const sameEntry = (a: IndexEntry | null, b: IndexEntry | null) => JSON.stringify(a) === JSON.stringify(b);
 
   /** Readers see an entry only once it is durable, so nobody sees data a crash could take back. */
@@ -128,8 +115,10 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, optio
     await writeDurable(fileOf(domain.hostname, 'domain'), encodeBody(file));
   }
 
-  /** Rewrites the body file with `change` applied; false when the domain is gone. Runs in the domain's turn. */
-  /** `of`: only while the domain of that name is the one created then (types.ts, setCertificate) */
+  /**
+   * Rewrites the body file with `change` applied; false when the domain is gone. Runs in the domain's turn.
+   * `of`: only while the domain of that name is the one created then (types.ts, setCertificate)
+   */
   async function rewrite(hostname: string, change: (body: BodyFile) => BodyFile, of?: string): Promise<boolean> {
     if (!index.get(hostname)) return false;
     const body = await readJson<BodyFile>(fileOf(hostname, 'domain'));
@@ -245,75 +234,10 @@ export async function openEmbeddedDomains(tables: Tables, dataDir: string, optio
   return { domains, close: () => log.close() };
 }
 
-// The timeline is written last in the body file, so reading a domain (handshakes, listings of a
-// project's thousand domains) parses only what comes before it, not up to 200 events.
-const EVENTS_KEY = ',"events":[';
-
-function encodeBody(body: BodyFile): string {
-  const { events, ...rest } = body;
-  return JSON.stringify({ ...rest, events: events ?? [] });
-}
-
-async function readBodyWithoutEvents(file: string): Promise<BodyFile | null> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw new Error(`reading ${file}`, { cause: err });
-  }
-  // no domain field holds this key: the first one found is the timeline's (escaped quotes inside strings never match)
-  const at = text.indexOf(EVENTS_KEY);
-  try {
-    return JSON.parse(at === -1 ? text : `${text.slice(0, at)}}`) as BodyFile;
-  } catch (err) {
-    throw new Error(`reading ${file}`, { cause: err });
-  }
-}
-
 function readSnapshot(file: string): DomainSnapshot {
   try {
     return DomainSnapshot.decode(readFileSync(file));
   } catch (err) {
     throw new Error(`reading ${file}; refusing to start`, { cause: err });
-  }
-}
-
-async function readJson<T>(file: string): Promise<T | null> {
-  try {
-    return JSON.parse(await readFile(file, 'utf8')) as T;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw new Error(`reading ${file}`, { cause: err });
-  }
-}
-
-/**
- * temp file, fsync, rename, fsync the folder: the new content or the old, never a torn one. A failure
- * (a full disk) leaves no temp file behind and is reported to `health`; before the rename it leaves
- * the old content.
- */
-export async function writeFileDurable(file: string, content: string | Buffer, health?: WriteReports): Promise<void> {
-  // not named after `file`: a name near the longest a file may have leaves no room for a suffix
-  const temp = path.join(path.dirname(file), `.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`);
-  try {
-    const handle = await open(temp, 'w', 0o600);
-    try {
-      await handle.writeFile(content);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(temp, file);
-    const folder = await open(path.dirname(file), 'r');
-    try {
-      await folder.sync();
-    } finally {
-      await folder.close();
-    }
-  } catch (err) {
-    await rm(temp, { force: true }).catch(() => undefined);
-    health?.failed(file, err);
-    throw stateUnavailable(new Error(`writing ${file}`, { cause: err }));
   }
 }

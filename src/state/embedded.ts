@@ -2,157 +2,22 @@
 // the data dir (see append-log.ts) before the caller hears back. One process owns the data dir
 // (a lock file with its pid); kill -9 loses nothing that was acknowledged. While the data dir does
 // not take writes (a full disk), changes reject with STATE_UNAVAILABLE and health() is 'down'; both
-// end by themselves once it does again (WriteHealth below, AppendLog.probe).
+// end by themselves once it does again (WriteHealth in embedded-health.ts, AppendLog.probe).
+// The tables and their log are in embedded-tables.ts; domains and due times have files of their own
+// (embedded-domains.ts, embedded-schedule.ts).
 import { mkdirSync } from 'node:fs';
 import { runningUser } from '../running-user.ts';
 import path from 'node:path';
-import { AppendLog, type AppendLogOptions, type WriteReports } from './append-log.ts';
+import type { AppendLogOptions } from './append-log.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { openEmbeddedDomains } from './embedded-domains.ts';
+import { WriteHealth } from './embedded-health.ts';
 import { openEmbeddedSchedule } from './embedded-schedule.ts';
+import { Tables } from './embedded-tables.ts';
 import type { Account, ApiKey, Category, Environment, Project, Stores } from './types.ts';
 
-type LogRecord =
-  | { op: 'put'; t: string; k: string; v: unknown }
-  | { op: 'del'; t: string; k: string }
-  | { op: 'seq'; n: string; v: number };
-
-const COMPACT_MIN_RECORDS = 10_000;
-/** how often logs are probed while writes to the data dir fail */
-const PROBE_EVERY_MS = 1000;
-
-/** Tables of JSON values keyed by string, plus monotonic sequences, all made durable by one log. */
-export class Tables {
-  private readonly tables = new Map<string, Map<string, unknown>>();
-  private readonly sequences = new Map<string, number>();
-  private log!: AppendLog;
-
-  static async open(file: string, options: AppendLogOptions = {}): Promise<Tables> {
-    const tables = new Tables();
-    tables.log = await AppendLog.open(file, (record) => tables.apply(record as LogRecord), options);
-    return tables;
-  }
-
-  table<T>(name: string): Map<string, T> {
-    let table = this.tables.get(name);
-    if (!table) this.tables.set(name, (table = new Map()));
-    return table as Map<string, T>;
-  }
-
-  /** Readers see the value only once it is durable, so nobody sees data a crash could take back. */
-  async put(t: string, k: string, v: unknown): Promise<void> {
-    await this.write({ op: 'put', t, k, v });
-    this.table(t).set(k, v);
-  }
-
-  async del(t: string, k: string): Promise<void> {
-    await this.write({ op: 'del', t, k });
-    this.table(t).delete(k);
-  }
-
-  /** Next value of a sequence, taken synchronously so concurrent callers never share one. */
-  next(n: string): { value: number; durable: Promise<void> } {
-    const value = (this.sequences.get(n) ?? 0) + 1;
-    this.sequences.set(n, value);
-    return { value, durable: this.write({ op: 'seq', n, v: value }) };
-  }
-
-  close(): Promise<void> {
-    return this.log.close();
-  }
-
-  private write(record: LogRecord): Promise<void> {
-    const written = this.log.append(record);
-    const live = [...this.tables.values()].reduce((sum, t) => sum + t.size, 0) + this.sequences.size;
-    if (this.log.records > COMPACT_MIN_RECORDS && this.log.records > 4 * live) {
-      this.log.requestCompaction(() => this.snapshot());
-    }
-    return written;
-  }
-
-  private snapshot(): LogRecord[] {
-    const records: LogRecord[] = [];
-    for (const [n, v] of this.sequences) records.push({ op: 'seq', n, v });
-    for (const [t, table] of this.tables) for (const [k, v] of table) records.push({ op: 'put', t, k, v });
-    return records;
-  }
-
-  private apply(record: LogRecord): void {
-    if (record.op === 'put') this.table(record.t).set(record.k, record.v);
-    else if (record.op === 'del') this.table(record.t).delete(record.k);
-    else if (record.op === 'seq') this.sequences.set(record.n, Math.max(record.v, this.sequences.get(record.n) ?? 0));
-  }
-}
-
-/**
- * Whether the data dir takes writes, for /readyz and the log. A failed write marks it failing (one
- * `onChange`); from then on every log that watches it is probed once a second, and once all of them
- * take a block of writes again it is healthy (one more `onChange`). A write that happens to succeed
- * meanwhile (into the free bytes of a full disk's last page) does not end it: only a probe does.
- */
-export class WriteHealth implements WriteReports {
-  #failing: { file: string; err: unknown } | null = null;
-  /** counts failures, so a probe that began before one cannot end it */
-  #failures = 0;
-  #probes = new Set<() => Promise<void>>();
-  #checking: Promise<boolean> | null = null;
-  #timer: NodeJS.Timeout | null = null;
-  #onChange: (failing: { file: string; err: unknown } | null) => void;
-
-  constructor(onChange: (failing: { file: string; err: unknown } | null) => void) {
-    this.#onChange = onChange;
-  }
-
-  watch(probe: () => Promise<void>): () => void {
-    this.#probes.add(probe);
-    return () => {
-      this.#probes.delete(probe);
-      if (this.#probes.size === 0 && this.#timer) {
-        clearTimeout(this.#timer);
-        this.#timer = null;
-      }
-    };
-  }
-
-  failed(file: string, err: unknown): void {
-    this.#failures++;
-    if (this.#failing) return;
-    this.#failing = { file, err };
-    this.#onChange(this.#failing);
-    this.#schedule();
-  }
-
-  /** true when writes are not failing; while they are, probes first (one probe at a time) */
-  check(): Promise<boolean> {
-    if (!this.#failing) return Promise.resolve(true);
-    return (this.#checking ??= this.#probe().finally(() => (this.#checking = null)));
-  }
-
-  async #probe(): Promise<boolean> {
-    const failures = this.#failures;
-    try {
-      for (const probe of this.#probes) await probe();
-    } catch {
-      return false;
-    }
-    if (failures !== this.#failures || !this.#failing) return !this.#failing;
-    this.#failing = null;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = null;
-    this.#onChange(null);
-    return true;
-  }
-
-  #schedule(): void {
-    if (this.#timer || this.#probes.size === 0) return;
-    this.#timer = setTimeout(() => {
-      this.#timer = null;
-      void this.check().then((ok) => {
-        if (!ok) this.#schedule();
-      });
-    }, PROBE_EVERY_MS).unref();
-  }
-}
+export { Tables } from './embedded-tables.ts';
+export { WriteHealth } from './embedded-health.ts';
 
 export interface EmbeddedOptions {
   /** domain index changes kept in domains.log before they are folded into domains.index (tests lower it) */

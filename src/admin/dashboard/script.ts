@@ -1,6 +1,9 @@
 // Plain ES2020 for the browser. Kept free of backquotes so it can live in this String.raw literal.
-// A domain's rows and actions (domains.ts), the list's filter and pages (domain-list.ts), the redirect actions (redirects.ts) and how the project's
-// data is kept current (refresh.ts) are set into this literal where they stand.
+// The admin token (admin-token.ts), the project picker (project-picker.ts), how the project's data is
+// kept current (refresh.ts), a domain's rows and actions (domains.ts), the list's filter and pages
+// (domain-list.ts) and the redirect actions (redirects.ts) are set into this literal where they stand.
+import { ADMIN_TOKEN } from './admin-token.ts';
+import { PROJECT_PICKER } from './project-picker.ts';
 import { DOMAIN_ACTIONS, DOMAIN_ROWS } from './domains.ts';
 import { DOMAIN_LIST } from './domain-list.ts';
 import { REDIRECT_ACTIONS } from './redirects.ts';
@@ -93,122 +96,8 @@ export const SCRIPT = String.raw`
     return withTime ? date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' }) : date.toLocaleDateString(undefined, { dateStyle: 'medium' });
   }
 
-  // 1. token
-  function signOut(reason) {
-    state.generation++;
-    clearTimeout(state.poll);
-    sessionStorage.removeItem(TOKEN_KEY);
-    sessionStorage.removeItem(PROJECT_KEY);
-    Object.assign(state, { token: null, projectId: null, project: null, projectNotice: null, shown: '', restart: false });
-    for (const kept of [state.notices, state.openRecords, state.openTimelines, state.timelines]) kept.clear();
-    // nothing of the project stays in the page, hidden or not
-    for (const id of ['domains', 'redirects', 'redirect-from', 'project']) $(id).replaceChildren();
-    resetDomainList();
-    for (const id of ['crumb-project', 'meta-default', 'meta-upstream', 'domains-count']) $(id).textContent = '';
-    for (const id of ['app-error', 'add-error', 'redirect-error', 'domains-notice']) setText($(id), '');
-    show($('project-view'), false);
-    show($('project-meta'), false);
-    if ($('remove-dialog').open) $('remove-dialog').close();
-    show($('app'), false);
-    show($('sign-out'), false);
-    show($('login'), true);
-    setText($('token-error'), reason || '');
-    $('token').setAttribute('aria-invalid', reason ? 'true' : 'false');
-    $('token').value = '';
-    $('token').focus();
-  }
-
-  $('login-form').addEventListener('submit', async (event) => {
-    event.preventDefault();
-    const token = $('token').value.trim();
-    if (!token) { setText($('token-error'), 'Enter the admin token.'); $('token').setAttribute('aria-invalid', 'true'); return; }
-    // fetch refuses a header with a character past Latin-1, and curl or the CLI send non-ASCII as UTF-8
-    // where a browser sends Latin-1: only printable ASCII means the same everywhere (generated tokens
-    // are base64url)
-    const odd = token.match(/[^\x20-\x7e]/u);
-    if (odd) {
-      setText($('token-error'), 'The admin token can only contain printable ASCII characters (letters, digits, punctuation), not "' + odd[0] + '". Check that it was copied whole and unchanged.');
-      $('token').setAttribute('aria-invalid', 'true');
-      return;
-    }
-    state.token = token;
-    setText($('token-error'), '');
-    try {
-      await startApp();
-    } catch (err) {
-      if (err.status !== 401) setText($('token-error'), err.message);
-    }
-  });
-  $('sign-out').addEventListener('click', () => signOut(''));
-
-  // 2. project picker
-  async function startApp() {
-    const projects = await api('GET', '/admin/projects');
-    state.restart = false;
-    setText($('app-error'), '');
-    sessionStorage.setItem(TOKEN_KEY, state.token);
-    show($('login'), false);
-    show($('app'), true);
-    show($('sign-out'), true);
-    const select = $('project');
-    select.replaceChildren(h('option', { value: '', text: 'Choose a project…' }), ...projects.map((p) => h('option', { value: p.id, text: p.name + ' (' + p.defaultDomain + ')' })));
-    show($('no-projects'), projects.length === 0);
-    select.disabled = projects.length === 0;
-    const saved = sessionStorage.getItem(PROJECT_KEY);
-    const initial = projects.some((p) => p.id === saved) ? saved : projects.length === 1 ? projects[0].id : '';
-    select.value = initial;
-    if (initial) await openProject(initial);
-    else { show($('project-view'), false); select.focus(); }
-  }
-
-  // A reload with the token kept: when Portico cannot answer (its state store down: 503), the page
-  // says so and tries again by itself (refresh.ts) until it has the projects; a 401 signs out.
-  async function restartApp() {
-    state.loading++;
-    try {
-      await startApp();
-    } catch (err) {
-      if (err.status === 401) return;
-      state.restart = true;
-      show($('login'), false);
-      show($('app'), true);
-      show($('sign-out'), true);
-      showAppError(err);
-      schedulePoll();
-    } finally {
-      state.loading--;
-    }
-  }
-
-  $('project').addEventListener('change', (event) => { openProject(event.target.value); });
-
-  // a project that cannot be loaded now is tried again on the poll (refresh.ts); meanwhile no other
-  // project's tables stay in view under its name (their buttons would act on the project selected)
-  function openProject(id) {
-    return selectProject(id).catch((err) => {
-      if (!state.project || state.project.id !== state.projectId) { show($('project-view'), false); show($('project-meta'), false); }
-      showAppError(err);
-      schedulePoll();
-    });
-  }
-
-  async function selectProject(id) {
-    state.projectId = id || null;
-    resetDomainList();
-    state.notices.clear();
-    state.openRecords.clear();
-    state.openTimelines.clear();
-    state.timelines.clear();
-    state.projectNotice = null;
-    setText($('add-error'), '');
-    setText($('redirect-error'), '');
-    if (!id) { sessionStorage.removeItem(PROJECT_KEY); show($('project-view'), false); show($('project-meta'), false); return; }
-    sessionStorage.setItem(PROJECT_KEY, id);
-    await loadProject();
-  }
-
-  function showAppError(err) { if (err && err.status !== 401) setText($('app-error'), err.message); }
-
+${ADMIN_TOKEN}
+${PROJECT_PICKER}
 ${PROJECT_REFRESH}
 
   // 3. rendering: the tables are rebuilt from the project; forms keep what is typed
