@@ -1181,8 +1181,11 @@ t.test('back-pressure: a full sink pauses the upstream socket; 5 MB arrive in or
   // #handOver): a request made in the very moment the answer ends may open a second one, which a
   // loaded machine showed (2 of 6 runs under two busy cores)
   await sleep(50);
+  // seen once in a loaded full run (two connections): whether the first one was still open then tells a
+  // hand-over not made in time (open) from one refused as not reusable (closed)
+  const openBefore = upstream.open;
   t.equal((await get(client, upstream.origin)).status, 200, 'the connection is reused after a paused answer');
-  t.equal(upstream.accepted, 1);
+  t.equal(upstream.accepted, 1, `one connection (the first was ${openBefore === 1 ? 'open' : 'closed'} when the next request was made)`);
 });
 
 t.test('back-pressure holds the upstream: it cannot send more than the socket buffers take', async (t) => {
