@@ -108,7 +108,9 @@ export async function spawnPortico(env: Record<string, string> = {}, args: strin
   const logs: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const ports = await new Promise<Ports>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`portico did not start:\n${logs.join('\n')}`)), 15_000);
+    // a start takes ~1 s; 15 s ran out twice for a process that had logged nothing yet, on a machine at
+    // load ~13 (three test files at a time beside other runs)
+    const timer = setTimeout(() => reject(new Error(`portico did not start within 30 s:\n${logs.join('\n')}`)), 30_000);
     createInterface({ input: child.stdout! }).on('line', (line) => {
       logs.push(line);
       try {
