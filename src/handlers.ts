@@ -39,8 +39,7 @@ export interface Shared {
   routes: RouteTable;
   certificates: CertificateManager;
   adminToken: string;
-  /** Redis answers (a fresh PING, see watchRedis); null: embedded state */
-  /** with Redis: its state for /readyz (redis-watch.ts) */
+  /** Redis's state for /readyz, from a fresh PING (redis-watch.ts's readiness); null: embedded state */
   redisUp: (() => Promise<'up' | 'partly' | 'down'>) | null;
   /** the Redis topology (null: embedded) */
   redisMode: RedisMode | null;

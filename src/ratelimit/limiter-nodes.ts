@@ -8,9 +8,10 @@
 //   there once, after ASKING (Redis Cluster spec, "ASK redirection");
 // - `-TRYAGAIN`: a multi-key call during a migration; tried again after a short pause;
 // - `-READONLY`, `-LOADING`, `-CLUSTERDOWN` or a lost connection: a failover is under way; ioredis is
-//   asked to look again (the connection is dropped after `-READONLY` or a loss, kept after the others) (after `-READONLY` on Sentinel its connection is made again, which asks the
+//   asked to look again (after `-READONLY` on Sentinel its connection is made again, which asks the
 //   sentinels, as ioredis does after a READONLY of its own), and the call fails (the failover limiter
-//   answers it from this instance) unless another primary is named already.
+//   answers it from this instance) unless another primary is named already. The limiter's connection
+//   is dropped after `-READONLY` (a replica now) or a loss, kept after the others: that node answered.
 // On Sentinel the primary the sentinels announce (+switch-master, sentinel-switch.ts) is used at once,
 // for as long as the state connections use only it (ANNOUNCED_MS), not once ioredis's own connection is
 // ready there (0.1–0.2 s later in a planned switchover).

@@ -26,6 +26,7 @@ import { SENTINELS_WAIT_MS } from './sentinel-switch.ts';
 import { settledByConfiguration } from './redis-errors.ts';
 import { readAtStart, START_READ_WAIT_MS } from './start-reads.ts';
 
+// the start's wait for Redis to connect; its first reads are given as long again (start-reads.ts)
 const READY_WAIT_MS = START_READ_WAIT_MS;
 
 export type { RedisConnections } from './redis-connect.ts';
