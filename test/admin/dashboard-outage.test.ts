@@ -4,7 +4,8 @@
 // - start-never-retried: a page loaded while the admin API answered 503 showed the error and never
 //   asked again, neither on the poll's rhythm nor when the owner came back to the tab;
 // - action-error-lost: a Verify answered 503 lost its error when the refresh after it failed too;
-// - switch-keeps-old-tables: a project switch answered 503 left the last project's tables in view.
+// - switch-keeps-old-tables: a project switch answered 503 left the last project's tables in view;
+// - signin-during-outage: a sign-in answered 503 stayed on the sign-in form and never asked again.
 // The page's clock is Playwright's: polls run when the test moves time on, not after real seconds.
 import t, { type Test } from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -149,6 +150,38 @@ async function run(browser: Browser): Promise<void> {
     }
     await tabA.locator('#domains-empty').waitFor();
     t.equal(await tabA.locator('#crumb-project').innerText(), 'other', 'the project selected opens once Portico answers');
+  });
+
+  t.test('signin-during-outage: a sign-in answered 503 signs in, says why, and opens the projects once Redis is back', async (t) => {
+    // an admin write drops every instance's last answers: the sign-in's read cannot be answered from one
+    t.equal((await admin(a.ports.admin, 'POST', '/admin/accounts', { plan: 'pro' })).status, 201);
+    // a tab of its own, with no token saved: the owner signs in by hand
+    const fresh = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: 'en-GB', timezoneId: 'UTC' });
+    t.teardown(() => fresh.close());
+    await fresh.clock.install({ time: new Date('2026-06-01T12:00:00Z') });
+    await fresh.clock.pauseAt(new Date('2026-06-01T12:00:01Z'));
+    const tab = await watched(fresh);
+    await tab.goto(`http://127.0.0.1:${a.ports.admin}/`);
+    freeze();
+    try {
+      const refused = tab.waitForResponse((r) => new URL(r.url()).pathname === '/admin/projects', { timeout: 30_000 });
+      await tab.getByLabel('Admin token').fill(ADMIN_TOKEN);
+      await tab.getByRole('button', { name: 'Continue', exact: true }).click();
+      t.equal((await refused).status(), 503, 'the projects cannot be read');
+      await tab.locator('#app-error').waitFor();
+      t.match(await tab.locator('#app-error').innerText(), /state store/i, 'the page says why');
+      t.equal(await tab.locator('#login').isVisible(), false, 'signed in: the token was taken');
+      t.equal(await tab.evaluate(`sessionStorage.getItem('portico.adminToken')`), ADMIN_TOKEN, 'and kept for a reload');
+    } finally {
+      thaw();
+    }
+    await answering(a);
+    for (let i = 0; i < 20 && !(await tab.locator('tr[data-hostname="back.example.com"]').isVisible()); i++) {
+      await tab.clock.fastForward(5_000);
+      await sleep(250);
+    }
+    await tab.getByLabel('Project').waitFor();
+    t.equal(await tab.locator('#app-error').isVisible(), false, 'the projects are read on the poll once Redis is back; the error is gone');
   });
 
   t.test('no script errors', async (t) => {

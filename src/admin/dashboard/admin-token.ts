@@ -1,7 +1,8 @@
 // The dashboard script's admin token: signing out (which clears every trace of the project from the
 // page) and the sign-in form, which refuses a token that is not printable ASCII. Part of script.ts's
 // String.raw literal, set in where it stands inside that script's closure ($, state, show, setText,
-// resetDomainList, startApp, TOKEN_KEY and PROJECT_KEY are defined there); plain ES2020, no backquotes.
+// resetDomainList, startApp, startFailed, TOKEN_KEY and PROJECT_KEY are defined there); plain ES2020,
+// no backquotes.
 export const ADMIN_TOKEN = String.raw`  // 1. token
   function signOut(reason) {
     state.generation++;
@@ -45,7 +46,12 @@ export const ADMIN_TOKEN = String.raw`  // 1. token
     try {
       await startApp();
     } catch (err) {
-      if (err.status !== 401) setText($('token-error'), err.message);
+      // 503: the token was taken (the admin API checks it before reading anything) and Portico cannot
+      // read its state now: signed in, the page says so and tries again by itself, as after a reload
+      if (err.status === 503) {
+        sessionStorage.setItem(TOKEN_KEY, state.token);
+        startFailed(err);
+      } else if (err.status !== 401) setText($('token-error'), err.message);
     }
   });
   $('sign-out').addEventListener('click', () => signOut(''));

@@ -1,7 +1,8 @@
 // The dashboard script's project picker: the start after sign-in, its retry after a reload, and
 // opening the project chosen. Part of script.ts's String.raw literal, set in where it stands inside that
 // script's closure ($, h, state, api, show, setText, resetDomainList, loadProject, schedulePoll,
-// TOKEN_KEY and PROJECT_KEY are defined there); plain ES2020, no backquotes.
+// TOKEN_KEY and PROJECT_KEY are defined there); plain ES2020, no backquotes. The sign-in
+// (admin-token.ts) uses startApp and startFailed.
 export const PROJECT_PICKER = String.raw`  // 2. project picker
   async function startApp() {
     const projects = await api('GET', '/admin/projects');
@@ -30,15 +31,20 @@ export const PROJECT_PICKER = String.raw`  // 2. project picker
       await startApp();
     } catch (err) {
       if (err.status === 401) return;
-      state.restart = true;
-      show($('login'), false);
-      show($('app'), true);
-      show($('sign-out'), true);
-      showAppError(err);
-      schedulePoll();
+      startFailed(err);
     } finally {
       state.loading--;
     }
+  }
+
+  // signed in (the token kept), the projects not read yet: the error in view, tried again on the poll
+  function startFailed(err) {
+    state.restart = true;
+    show($('login'), false);
+    show($('app'), true);
+    show($('sign-out'), true);
+    showAppError(err);
+    schedulePoll();
   }
 
   $('project').addEventListener('change', (event) => { openProject(event.target.value); });
