@@ -62,6 +62,8 @@ const BLOCK_FIELD_BOUND = 12;
 const DATE_FIELD_LENGTH = 'date'.length + 'Thu, 01 Jan 1970 00:00:00 GMT'.length;
 // nghttp2's value for a peer that sent no SETTINGS_MAX_HEADER_LIST_SIZE ("unlimited")
 const UNANNOUNCED = 2 ** 32 - 1;
+// how long a request body of unknown length is looked at for its end before it goes up chunked
+const BODY_PROBE_MS = 200;
 
 /**
  * Forwards one HTTP/2 stream to `upstream` and streams the answer back; answers 502/504 pages when
@@ -87,8 +89,14 @@ export async function proxyStream(client: Http1Client, stream: ServerHttp2Stream
   // its length was declared), never dropped. An empty body goes as none: the client writes
   // `content-length: 0` for POST, PUT, PATCH
   const declared = headers['content-length'];
-  const hasBody = (flags & NGHTTP2_FLAG_END_STREAM) === 0;
+  let hasBody = (flags & NGHTTP2_FLAG_END_STREAM) === 0;
   const bodyLength = hasBody && typeof declared === 'string' && DIGITS.test(declared) ? Number(declared) : undefined;
+  // of unknown length: a client that ends the stream with an empty DATA frame sent no body either
+  if (hasBody && bodyLength === undefined && headers.expect === undefined) {
+    hasBody = !(await endsEmpty(stream, BODY_PROBE_MS));
+    // the visitor left meanwhile: nothing goes up
+    if (stream.destroyed || stream.closed) return;
+  }
   const call = client.request(origin, {
     head: `${method} ${path} HTTP/1.1\r\n${requestLines(headers, ctx)}`,
     method,
@@ -118,6 +126,36 @@ export async function proxyStream(client: Http1Client, stream: ServerHttp2Stream
   } finally {
     stream.off('close', onClose);
   }
+}
+
+/**
+ * Whether the visitor's stream ends before its first byte of content, waiting at most `ms` for either
+ * (Go's Transport looks at a body of unknown length the same way, for 200 ms). A first chunk is put
+ * back for the upload; a stream still silent after `ms` is taken as carrying content.
+ */
+function endsEmpty(stream: ServerHttp2Stream, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const settle = (empty: boolean) => {
+      clearTimeout(timer);
+      stream.off('readable', onReadable);
+      stream.off('end', onEnd);
+      stream.off('close', onClose);
+      resolve(empty);
+    };
+    const onReadable = () => {
+      const chunk: Buffer | null = stream.read();
+      // null at the end of the stream: 'end' follows
+      if (chunk === null) return;
+      stream.unshift(chunk);
+      settle(false);
+    };
+    const onEnd = () => settle(true);
+    const onClose = () => settle(false);
+    const timer = setTimeout(settle, ms, false);
+    stream.on('readable', onReadable);
+    stream.once('end', onEnd);
+    stream.once('close', onClose);
+  });
 }
 
 /**

@@ -253,6 +253,32 @@ t.test('HTTP/2: POST, PUT, PATCH without a body go up with content-length: 0; GE
   }
 });
 
+t.test('HTTP/2: HEADERS without END_STREAM, then an empty DATA frame that ends the stream, is a request without a body', async (t) => {
+  // what a client that ends the stream on its own (stream.end() after request()) sends: no content-length,
+  // no content. It goes up as no body: content-length: 0 or no framing, never an empty chunked body
+  const session = h2session();
+  t.teardown(() => session.close());
+  const expected: Record<string, string> = { POST: 'content-length: 0', PUT: 'content-length: 0', PATCH: 'content-length: 0', GET: 'none', DELETE: 'none', OPTIONS: 'none' };
+  for (const [method, want] of Object.entries(expected)) {
+    const from = seen.length;
+    t.equal((await h2(session, { ':method': method, ':path': '/empty' }, '')).status, 200, `${method}: answered`);
+    t.equal(framing(upstreamGot(from, '/empty')[0]), want, `${method}: ${want}`);
+  }
+  // content that comes later than the first look still goes up whole (chunked: its length is unknown)
+  const from = seen.length;
+  const answered = await new Promise<number>((resolve, reject) => {
+    const stream = session.request({ ':method': 'POST', ':path': '/late' }, { endStream: false });
+    setTimeout(() => stream.end('late body'), 600);
+    stream.on('response', (h) => resolve(Number(h[':status'])));
+    stream.on('error', reject);
+    stream.resume();
+  });
+  t.equal(answered, 200);
+  const [got] = upstreamGot(from, '/late');
+  t.equal(framing(got), 'transfer-encoding: chunked', 'a body 600 ms after the head: chunked');
+  t.equal(got?.body, 'late body', 'the body went up');
+});
+
 // ---------------------------------------------------------------------------------------------------
 // 4. an HTTP/2 GET or HEAD with a body
 
