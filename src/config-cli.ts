@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Reader } from './config-reader.ts';
 import { VARIABLE_AT, applyEnv } from './config-env.ts';
 import { ipAddress } from './config-checks.ts';
-import { ConfigError, configFileOf, parseTree, readText } from './config-source.ts';
+import { ConfigError, configFileOf, parseTree, readText, resolvePath } from './config-source.ts';
 
 /**
  * Where the CLI finds the admin API, read as the server reads it: PORTICO_ADMIN_URL, else admin.host
@@ -28,7 +28,7 @@ export function cliSettings(env: NodeJS.ProcessEnv = process.env, cwd = process.
     url = `http://${host.includes(':') ? `[${host}]` : host}:${read.port('admin.port', 9180)}`;
   }
   let token = read.secret('admin.token');
-  const tokenFile = path.resolve(cwd, read.string('dataDir', './data'), 'admin-token');
+  const tokenFile = path.join(resolvePath(cwd, read.string('dataDir', './data')), 'admin-token');
   if (problems.length > 0) throw new ConfigError(problems);
   // where the token came from, for a refusal to name (never the token)
   let tokenFrom = env.PORTICO_ADMIN_TOKEN?.trim() ? 'PORTICO_ADMIN_TOKEN' : `admin.token of ${configFile}`;

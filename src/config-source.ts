@@ -5,6 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import os from 'node:os';
 import { isObject } from './config-reader.ts';
 
 export class ConfigError extends Error {
@@ -19,10 +20,20 @@ const DEFAULT_FILE = 'config/portico.yaml';
 /** the defaults that come with the install (src/ or dist/ → ../config) */
 const INSTALLED_FILE = fileURLToPath(new URL('../config/portico.yaml', import.meta.url));
 
+/**
+ * A path setting as a shell would read it: `~` and `~/…` are the home directory (a systemd unit's
+ * Environment= or a YAML value is not expanded by any shell, and `~/data` would otherwise be a
+ * directory named `~` in the working directory); anything else relative is the working directory's.
+ */
+export function resolvePath(cwd: string, value: string): string {
+  if (value === '~' || value.startsWith('~/')) return path.join(os.homedir(), value.slice(1));
+  return path.resolve(cwd, value);
+}
+
 /** PORTICO_CONFIG; else config/portico.yaml in the working directory; else the install's defaults
  * (Portico started from another directory). Relative paths in it are the working directory's. */
 export function configFileOf(env: NodeJS.ProcessEnv, cwd: string): string {
-  if (env.PORTICO_CONFIG) return path.resolve(cwd, env.PORTICO_CONFIG);
+  if (env.PORTICO_CONFIG) return resolvePath(cwd, env.PORTICO_CONFIG);
   const local = path.resolve(cwd, DEFAULT_FILE);
   return existsSync(local) || !existsSync(INSTALLED_FILE) ? local : INSTALLED_FILE;
 }

@@ -9,7 +9,7 @@ import { acmeDirectoryProblems, acmeEmail, dnsServerProblem, ipAddress, keyExcha
 import { parseRedisUrl } from './state/redis-url.ts';
 import { directoryProblems, platformPairProblems } from './config-files.ts';
 import { readAcme, type IssuerSettings } from './certs/issuers.ts';
-import { ConfigError, configFileOf, parseTree, readText } from './config-source.ts';
+import { ConfigError, configFileOf, parseTree, readText, resolvePath } from './config-source.ts';
 
 // finding the file and the CLI's reading of it live apart; exported here so callers import config.ts alone
 export { ConfigError, configFileOf } from './config-source.ts';
@@ -84,8 +84,8 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
       hostnames: read.hostnames('admin.hostnames', [], false),
     },
     metrics: { port: read.optionalPort('metrics.port') },
-    dataDir: path.resolve(cwd, read.string('dataDir', './data')),
-    certsDir: path.resolve(cwd, read.string('certsDir', './certs')),
+    dataDir: resolvePath(cwd, read.string('dataDir', './data')),
+    certsDir: resolvePath(cwd, read.string('certsDir', './certs')),
     redis: {
       url: redisUrl(read.optionalString('redis.url'), problems),
       commandTimeoutMs: read.ms('redis.commandTimeoutMs', 150, 10),
@@ -94,8 +94,8 @@ export function parseConfig(text: string, configFile: string, env: NodeJS.Proces
     },
     platform: {
       domain: read.hostname('platform.domain', 'localhost'),
-      certFile: read.optionalString('platform.certFile'),
-      keyFile: read.optionalString('platform.keyFile'),
+      certFile: optionalPath(cwd, read.optionalString('platform.certFile')),
+      keyFile: optionalPath(cwd, read.optionalString('platform.keyFile')),
       cnameTarget: read.hostname('platform.cnameTarget', 'edge.localhost'),
     },
     dns: { servers: read.list('dns.servers', []) },
@@ -189,6 +189,7 @@ function redisUrl(url: string | null, problems: string[]): string | null {
 }
 
 const nullWhenNegative = (n: number): number | null => (n < 0 ? null : n);
+const optionalPath = (cwd: string, value: string | null): string | null => (value === null ? null : resolvePath(cwd, value));
 
 /** `10.0.0.0/8`, `::1/128` or a bare address → [address, prefix, family] */
 export function parseCidr(text: string): [string, number, 'ipv4' | 'ipv6'] | null {

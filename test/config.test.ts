@@ -345,3 +345,35 @@ t.test('cliSettings: the admin URL and the token, from the environment or the da
   const config = withEnv({ PORTICO_DATA_DIR: 'data' }, YAML, dir);
   t.equal(cliSettings({ PORTICO_DATA_DIR: 'data' }, dir).tokenFile, path.join(config.dataDir, 'admin-token'));
 });
+
+t.test('a path setting starting with ~/ is under the home directory, as a shell would read it', async (t) => {
+  // systemd's Environment= and YAML values are not expanded by a shell: ~/data was a directory named `~`
+  const home = tempDir('home');
+  const cwd = tempDir('cwd');
+  const savedHome = process.env.HOME;
+  process.env.HOME = home;
+  t.teardown(() => {
+    process.env.HOME = savedHome;
+    cleanup(home);
+    cleanup(cwd);
+  });
+  const pair = await selfSigned(['portico.example.com'], 30);
+  mkdirSync(path.join(home, 'tls'));
+  writeFileSync(path.join(home, 'tls/site.crt'), pair.cert);
+  writeFileSync(path.join(home, 'tls/site.key'), pair.key);
+  const config = withEnv({ PORTICO_DATA_DIR: '~/portico/data', PORTICO_PLATFORM_CERT_FILE: '~/tls/site.crt', PORTICO_PLATFORM_KEY_FILE: '~/tls/site.key' }, 'certsDir: ~/portico/certs\n', cwd);
+  t.equal(config.dataDir, path.join(home, 'portico/data'));
+  t.equal(config.certsDir, path.join(home, 'portico/certs'), 'in the file too');
+  t.equal(config.platform.certFile, path.join(home, 'tls/site.crt'));
+  t.equal(config.platform.keyFile, path.join(home, 'tls/site.key'));
+  t.equal(withEnv({ PORTICO_DATA_DIR: '~' }, YAML, cwd).dataDir, home, '~ alone is the home directory');
+  t.equal(withEnv({ PORTICO_DATA_DIR: '~data' }, YAML, cwd).dataDir, path.join(cwd, '~data'), 'another user\'s home (~name) is not looked up: a name like any other');
+  t.equal(withEnv({ PORTICO_DATA_DIR: 'data' }, YAML, cwd).dataDir, path.join(cwd, 'data'), 'a relative path is the working directory\'s');
+
+  // the CLI reads the token where the server writes it, and PORTICO_CONFIG is read the same way
+  mkdirSync(path.join(home, 'portico/data'), { recursive: true });
+  writeFileSync(path.join(home, 'portico/data/admin-token'), 'token-under-the-home-directory-01\n');
+  t.equal(cliSettings({ PORTICO_DATA_DIR: '~/portico/data' }, cwd).token, 'token-under-the-home-directory-01');
+  writeFileSync(path.join(home, 'portico.yaml'), 'http:\n  port: 7080\n');
+  t.equal(loadConfig({ PORTICO_CONFIG: '~/portico.yaml' }, cwd).http.port, 7080);
+});
