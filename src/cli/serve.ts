@@ -41,6 +41,15 @@ export async function runServer(requestedWorkers: number | undefined): Promise<v
 
 async function runWorker(config: Config, log: Logger): Promise<void> {
   // loaded here so admin commands start without the server's dependencies
+  // A signal while starting is taken once the start is complete: Node's default action ended the
+  // process (exit 143 for SIGTERM, and SIGHUP too) whatever the start was doing
+  const asked: { stop: NodeJS.Signals | null; reload: boolean } = { stop: null, reload: false };
+  const whileStarting = (signal: NodeJS.Signals) => {
+    if (signal === 'SIGHUP') asked.reload = true;
+    else asked.stop ??= signal;
+    log.info({ signal }, signal === 'SIGHUP' ? 'reload asked while starting: reloading once started' : 'stop asked while starting: stopping once started');
+  };
+  for (const signal of SIGNALS) process.on(signal, whileStarting);
   const { serve } = await import('../main.ts');
   let running: Awaited<ReturnType<typeof serve>>;
   try {
@@ -100,12 +109,18 @@ async function runWorker(config: Config, log: Logger): Promise<void> {
       },
     );
   };
-  process.on('SIGHUP', () => {
+  const reload = () => {
     running.reload().then(
       () => undefined,
       (err) => log.error({ problems: (err as { problems?: string[] }).problems ?? [(err as Error).message] }, 'reload refused; the previous configuration stays in force'),
     );
-  });
+  };
+  for (const signal of SIGNALS) process.off(signal, whileStarting);
+  process.on('SIGHUP', reload);
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  if (asked.stop !== null) stop(asked.stop);
+  else if (asked.reload) reload();
 }
+
+const SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
