@@ -30,6 +30,14 @@ export function openRedisCertStores(client: Redis, directoryUrl: string, acknowl
       throw stateUnavailable(err);
     }
   };
+  // a write a Sentinel failover may have lost (redis-connect.ts) answers as Redis being away does
+  const confirmed = async (): Promise<void> => {
+    try {
+      await acknowledge();
+    } catch (err) {
+      throw stateUnavailable(err);
+    }
+  };
   const accountKey = `portico:acme-account:${createHash('sha256').update(directoryUrl).digest('hex').slice(0, 16)}`;
   return {
     certificates: {
@@ -48,11 +56,11 @@ export function openRedisCertStores(client: Redis, directoryUrl: string, acknowl
             .zadd(EXPIRY, Date.parse(notAfter), hostname)
             .exec(),
         );
-        await acknowledge();
+        await confirmed();
       },
       remove: async (hostname) => {
         await call(() => client.multi().del(`portico:cert:${hostname}`).hdel(VALIDITY, hostname).zrem(RENEWAL, hostname).zrem(EXPIRY, hostname).exec());
-        await acknowledge();
+        await confirmed();
       },
       due: async (until) => {
         const hostnames = await call(() => client.zrangebyscore(RENEWAL, '-inf', until));
@@ -106,7 +114,7 @@ export function openRedisCertStores(client: Redis, directoryUrl: string, acknowl
       save: async (pem) => {
         // first writer wins: two instances creating an account at once keep one key
         await call(() => client.set(accountKey, pem, 'NX'));
-        await acknowledge();
+        await confirmed();
       },
     },
   };

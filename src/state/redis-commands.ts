@@ -51,10 +51,16 @@ export function openRedisCommands(connections: RedisConnections, now: () => numb
       throw stateUnavailable(client.status !== 'ready' && health.connectionError ? health.connectionError : err);
     }
   };
-  // an acknowledged write waits for replicas (DESIGN §8), on the connection that made it
+  // an acknowledged write waits for replicas (DESIGN §8), on the connection that made it; one made
+  // while a Sentinel failover began is not acknowledged (its outcome is unknown: 503)
   const write = async <T>(run: () => Promise<T>): Promise<T> => {
+    const mark = connections.writeMark();
     const result = await call(run);
-    await connections.acknowledge();
+    try {
+      await connections.acknowledge(mark);
+    } catch (err) {
+      throw stateUnavailable(err);
+    }
     return result;
   };
   return { client, call, write };

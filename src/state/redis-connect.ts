@@ -50,8 +50,12 @@ export interface RedisConnections {
    * after a write on the client: WAIT for replicas (§8); an unconfirmed write is counted, never refused.
    * Once a WAIT has come back short, later writes are counted without one until the primary names
    * enough replicas online again (looked at once a second at most).
+   * On Sentinel it then rejects when a failover began since `mark` (writeMark() before the write; by
+   * default when this is called): see sentinel-switch.ts.
    */
-  acknowledge(): Promise<void>;
+  acknowledge(mark?: number): Promise<void>;
+  /** taken before a write, for acknowledge() */
+  writeMark(): number;
   /**
    * PING the server holding the state: on a Cluster the primary ioredis's slot map names for the state
    * slot, failing at once while it has no connection to it (ioredis would pick any node). Behind a WAIT of
@@ -167,7 +171,13 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     onUnreplicatedWrite: () => options.onUnreplicatedWrite?.(),
     tell: (level, message, fields) => options.onTopologyEvent?.(level, message, fields),
   });
-  const acknowledge = replicas.acknowledge;
+  const writeMark = (): number => follower?.failovers() ?? 0;
+  const acknowledge = async (mark = writeMark()): Promise<void> => {
+    await replicas.acknowledge();
+    if (follower && !(await follower.noFailoverSince(mark, commandTimeoutMs))) {
+      throw new Error('a Sentinel failover began while this write was made: the replica that confirmed it may not be the one promoted');
+    }
+  };
 
   // A PING sent behind WAITs is answered only after them, and a WAIT holds its connection for the whole
   // ack timeout while a replica is missing (on a Cluster with one replica per primary, from every kill -9
@@ -199,6 +209,7 @@ export function connectRedis(target: RedisTarget, options: RedisConnectOptions):
     primaries,
     refreshTopology: () => cluster?.refreshSlotsCache(),
     acknowledge,
+    writeMark,
     pingState,
     justTimedOut,
     sentinelsHeard: follower ? follower.listening : Promise.resolve(),

@@ -36,6 +36,12 @@ export interface SentinelListeners {
   tried(): string[];
   /** each sentinel's last error, until it is ready again */
   readonly failures: ReadonlyMap<string, string>;
+  /**
+   * Resolves once every event each sentinel listened to had sent before this call is heard: a PING on
+   * each listener (answered in order with what it published before), sent after the call; a sentinel
+   * that does not answer within `ms`, or is not connected, is not waited for.
+   */
+  caughtUp(ms: number): Promise<void>;
   close(): void;
 }
 
@@ -172,6 +178,21 @@ export function listenToSentinels(target: Target, tell: TopologyEvents, on: Fail
     const errors = Object.fromEntries(unreached.flatMap((id) => (failures.has(id) ? [[id, failures.get(id)]] : [])));
     tell('warn', 'sentinels not reached, their failover events not heard: a failover one of them leads may be followed late (each is tried again every 2 s)', { sentinels: unreached, errors });
   };
+  // One round of PINGs at a time, shared: a caller that comes while one is out waits for the next,
+  // since the one out may have been sent before what the caller needs heard happened.
+  let round: Promise<void> | null = null;
+  let queued: Promise<void> | null = null;
+  const pingAll = (ms: number): Promise<void> => {
+    const ready = [...listeners].filter(([id, listener]) => heard.has(id) && listener.status === 'ready');
+    return Promise.all(ready.map(([, listener]) => within(listener.ping().catch(() => undefined), ms))).then(() => undefined);
+  };
+  const caughtUp = (ms: number): Promise<void> => {
+    if (round === null) return (round = pingAll(ms).finally(() => (round = null)));
+    return (queued ??= round.then(() => {
+      queued = null;
+      return caughtUp(ms);
+    }));
+  };
   const rediscovery = setInterval(() => void discover(), REDISCOVER_MS);
   rediscovery.unref();
   for (const sentinel of target.addresses) listen(sentinel);
@@ -180,6 +201,7 @@ export function listenToSentinels(target: Target, tell: TopologyEvents, on: Fail
     listening,
     failures,
     tried: () => [...listeners.keys()],
+    caughtUp,
     close() {
       closed = true;
       clearInterval(rediscovery);

@@ -62,6 +62,15 @@ export interface SwitchFollower {
   /** ioredis's "All sentinels are unreachable", said as what it is: a failover under way, or the
    * sentinels tried and what they answered */
   explain(err: Error): Error;
+  /** how many failovers have begun (+selected-slave heard) so far: taken before a write */
+  failovers(): number;
+  /**
+   * After a write confirmed by a replica: whether no failover began since `mark` (failovers() before
+   * the write), once every sentinel's events up to now are heard (`ms` at most per sentinel). False:
+   * the replica that confirmed it may not be the one promoted, and the write may be lost with the old
+   * primary.
+   */
+  noFailoverSince(mark: number, ms: number): Promise<boolean>;
   /** resolves once every sentinel (the URL's and those they know at the start) is listened to: from
    * then on no failover's start is missed. Never, while one of them cannot be reached: wait for it
    * bounded. Sentinels named later are listened to as they come, without holding it */
@@ -78,6 +87,7 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
   // the newest primary announced, and the primary a failover has started to replace
   let announced: Named | null = null;
   let fenced: Named | null = null;
+  let begun = 0;
   const recent = (what: Named | null, ms: number) => (what !== null && now() - what.at < ms ? what : null);
 
   const onSwitched = (primary: RedisAddress) => {
@@ -100,6 +110,7 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
     tell('info', 'Sentinel failover under way: the primary being replaced is not used (writes answer 503 until the new one is announced)', { primary: `${old.host}:${old.port}` });
     const fence = named(old, now());
     fenced = fence;
+    begun++;
     // the primary announced before is the one being replaced: whichever the sentinels name next but it will do
     announced = null;
     withAddresses(fence, (found) => {
@@ -120,6 +131,12 @@ export function followSwitches(target: Target, tell: TopologyEvents = () => unde
   return {
     Connector: agreeingConnector(agrees),
     listening: sentinels.listening,
+    failovers: () => begun,
+    async noFailoverSince(mark, ms) {
+      if (begun !== mark) return false;
+      await sentinels.caughtUp(ms);
+      return begun === mark;
+    },
     follow(moved) {
       for (const client of moved) {
         clients.push(client);

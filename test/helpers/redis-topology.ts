@@ -76,6 +76,11 @@ export interface TopologyOptions {
    * `announce-hostnames`, Cluster's `cluster-announce-hostname` with hostname endpoints
    */
   hostnames?: boolean;
+  /**
+   * Sentinel: the port each of these sentinels (by index) announces itself on to the others, who then
+   * name it there (SENTINEL SENTINELS): a relay in front of it, say
+   */
+  sentinelAnnouncePorts?: Record<number, number>;
   /** Cluster: cluster-node-timeout (default 1000 ms: a failover within a couple of seconds) */
   nodeTimeoutMs?: number;
   /**
@@ -211,6 +216,7 @@ export async function startSentinel({ name = 'portico', ...options }: { name?: s
       ...(options.tls ? ['port 0', `tls-port ${port}`, ...sec.conf] : [`port ${port}`]),
       'bind 127.0.0.1', `dir ${dir}`,
       ...(options.hostnames ? ['sentinel resolve-hostnames yes', 'sentinel announce-hostnames yes'] : []),
+      ...(options.sentinelAnnouncePorts?.[i] ? ['sentinel announce-ip 127.0.0.1', `sentinel announce-port ${options.sentinelAnnouncePorts[i]}`] : []),
       `sentinel monitor ${name} ${options.hostnames ? 'localhost' : '127.0.0.1'} ${ports[0]} 2`,
       ...(options.password ? [`sentinel auth-pass ${name} ${options.password}`] : []),
       // the sentinels' own password, which they also use with each other

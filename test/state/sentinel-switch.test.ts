@@ -141,8 +141,10 @@ for (const { hostnames, oneSentinel, sentinelUser, lateSentinel, label } of vari
   const writer = (async () => {
     for (let i = 0; writing; i++) {
       try {
+        // as the stores' writes do (redis-commands.ts): a failover begun meanwhile refuses the acknowledgement
+        const mark = conns.writeMark();
         await client.rpush('portico:switch-writes', String(i));
-        await conns.acknowledge();
+        await conns.acknowledge(mark);
         acknowledged.push(String(i));
       } catch {
         refused++;
