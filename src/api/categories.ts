@@ -38,6 +38,24 @@ export function parseNewCategory(body: Record<string, unknown>): Omit<Category, 
   return { name: trimmed, description };
 }
 
+/** the longest Idempotency-Key taken (Stripe's limit too) */
+const MAX_IDEMPOTENCY_KEY = 255;
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]+$/;
+
+/**
+ * The `Idempotency-Key` header → the key, or null without one. 1–255 visible ASCII characters, bare
+ * (as Stripe takes it) or as the quoted string the IETF draft writes (`"8e03978e-…"`), quotes dropped.
+ */
+export function parseIdempotencyKey(value: string | string[] | undefined): string | null {
+  if (value === undefined) return null;
+  const text = Array.isArray(value) ? value.join(', ') : value;
+  const key = text.length >= 2 && text.startsWith('"') && text.endsWith('"') ? text.slice(1, -1) : text;
+  if (key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY || !IDEMPOTENCY_KEY.test(key) || key.includes('"')) {
+    throw new HttpError('invalid_request', `The Idempotency-Key header must be one key of 1 to ${MAX_IDEMPOTENCY_KEY} visible ASCII characters (no spaces or commas between keys), bare or in double quotes.`);
+  }
+  return key;
+}
+
 /** `/v1/categories/{id}` → id, or null when the segment is not an id any category can have. */
 export function parseCategoryId(segment: string): number | null {
   if (!/^[1-9][0-9]{0,15}$/.test(segment)) return null;

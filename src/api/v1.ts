@@ -6,7 +6,7 @@ import type { Account, Environment, Stores } from '../state/types.ts';
 import type { Forwarder } from '../proxy/forward.ts';
 import { createAuthenticator } from './auth.ts';
 import { readJsonObject, type Request } from './body.ts';
-import { parseCategoryId, parseNewCategory } from './categories.ts';
+import { parseCategoryId, parseIdempotencyKey, parseNewCategory } from './categories.ts';
 import { limitFor } from './plans.ts';
 
 export interface ApiRequest {
@@ -85,10 +85,18 @@ export function createApi(deps: ApiDeps): (req: Request, res: Response, request:
           answer(call, 200, list.text, [], list.byteLength);
         },
         POST: async (call) => {
+          const key = parseIdempotencyKey(call.req.headers['idempotency-key']);
           const fields = parseNewCategory(await readJsonObject(call.req, config.api.maxBodyBytes));
-          const created = await stores.categories.create(call.request.environment, fields, config.api.maxCategories);
-          if (created === 'full') throw new HttpError('conflict', `This environment already holds the maximum of ${config.api.maxCategories} categories.`);
-          answer(call, 201, JSON.stringify(created), ['location', `/v1/categories/${created.id}`]);
+          const { environment } = call.request;
+          const cap = config.api.maxCategories;
+          // with a key, a retry (after a 503 whose write may have been applied, a lost answer) gets the
+          // category its first use made, and makes none
+          const created = key === null ? await stores.categories.create(environment, fields, cap) : await stores.categories.createOnce(environment, fields, cap, { accountId: call.account!.id, key });
+          if (created === 'full') throw new HttpError('conflict', `This environment already holds the maximum of ${cap} categories.`);
+          if (created === 'key_reused') throw new HttpError('conflict', 'This Idempotency-Key was used in the last 24 hours with another request body: use a new key for a new category.');
+          const replayed = 'replayed' in created;
+          const category = replayed ? created.replayed : created;
+          answer(call, 201, JSON.stringify(category), ['location', `/v1/categories/${category.id}`, ...(replayed ? ['idempotent-replayed', 'true'] : [])]);
         },
       },
     },

@@ -14,10 +14,17 @@ import { openEmbeddedDomains } from './embedded-domains.ts';
 import { WriteHealth } from './embedded-health.ts';
 import { openEmbeddedSchedule } from './embedded-schedule.ts';
 import { Tables } from './embedded-tables.ts';
-import type { Account, ApiKey, Category, Environment, Project, Stores } from './types.ts';
+import { IDEMPOTENCY_TTL_MS, idempotencyId, type Account, type ApiKey, type Category, type Environment, type Project, type Stores } from './types.ts';
 
 export { Tables } from './embedded-tables.ts';
 export { WriteHealth } from './embedded-health.ts';
+
+/** an idempotency key's first use: the category it made, with the fields it was asked for (JSON) */
+interface OnceRecord {
+  id: number;
+  fields: string;
+  at: number;
+}
 
 export interface EmbeddedOptions {
   /** domain index changes kept in domains.log before they are folded into domains.index (tests lower it) */
@@ -75,7 +82,29 @@ export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptio
   for (const key of keys.values()) keysByHash.set(key.hash, key.id);
   const categories = (environment: Environment) => tables.table<Category>(`categories:${environment}`);
   const pendingCreates = new Map<Environment, number>();
+  // idempotency keys used (by digest), and the creates under one still being made
+  const onceKeys = (environment: Environment) => tables.table<OnceRecord>(`category-once:${environment}`);
+  const onceRunning = new Map<string, Promise<unknown>>();
   const sortedCategories = new Map<Environment, Category[]>();
+  /**
+   * A new category, the cap checked; `remember` is written with it (an idempotency key's record,
+   * appended before the category: a crash between them leaves a record whose category is missing,
+   * which the next use of the key makes anew).
+   */
+  const createCategory = async (environment: Environment, fields: Omit<Category, 'id'>, cap: number, remember?: (id: number) => Promise<void>): Promise<Category | 'full'> => {
+    // creates still being fsynced count against the cap too
+    if (categories(environment).size + (pendingCreates.get(environment) ?? 0) >= cap) return 'full';
+    pendingCreates.set(environment, (pendingCreates.get(environment) ?? 0) + 1);
+    try {
+      const { value: id, durable } = tables.next(`category:${environment}`);
+      const category: Category = { id, ...fields };
+      await Promise.all([durable, remember?.(id), tables.put(`categories:${environment}`, String(id), category)]);
+      sortedCategories.delete(environment);
+      return category;
+    } finally {
+      pendingCreates.set(environment, pendingCreates.get(environment)! - 1);
+    }
+  };
   const projects = tables.table<Project>('projects');
   const projectNames = new Map<string, string>();
   for (const project of projects.values()) projectNames.set(project.name, project.id);
@@ -135,18 +164,26 @@ export async function openEmbeddedStores(dataDir: string, options: EmbeddedOptio
         return list;
       },
       get: async (environment, id) => categories(environment).get(String(id)) ?? null,
-      create: async (environment, fields, cap) => {
-        // creates still being fsynced count against the cap too
-        if (categories(environment).size + (pendingCreates.get(environment) ?? 0) >= cap) return 'full';
-        pendingCreates.set(environment, (pendingCreates.get(environment) ?? 0) + 1);
+      create: (environment, fields, cap) => createCategory(environment, fields, cap),
+      createOnce: async (environment, fields, cap, once) => {
+        const id = idempotencyId(once);
+        const running = `${environment}\n${id}`;
+        // a create under the same key still being made: its answer decides
+        for (let ahead = onceRunning.get(running); ahead; ahead = onceRunning.get(running)) await ahead.catch(() => undefined);
+        const text = JSON.stringify(fields);
+        const seen = onceKeys(environment).get(id);
+        if (seen && Date.now() - seen.at < IDEMPOTENCY_TTL_MS) {
+          if (seen.fields !== text) return 'key_reused';
+          const category = categories(environment).get(String(seen.id));
+          // a record without its category: the create it was written with never finished
+          if (category) return { replayed: category };
+        }
+        const work = createCategory(environment, fields, cap, (made) => tables.put(`category-once:${environment}`, id, { id: made, fields: text, at: Date.now() } satisfies OnceRecord));
+        onceRunning.set(running, work);
         try {
-          const { value: id, durable } = tables.next(`category:${environment}`);
-          const category: Category = { id, ...fields };
-          await Promise.all([durable, tables.put(`categories:${environment}`, String(id), category)]);
-          sortedCategories.delete(environment);
-          return category;
+          return await work;
         } finally {
-          pendingCreates.set(environment, pendingCreates.get(environment)! - 1);
+          onceRunning.delete(running);
         }
       },
     },

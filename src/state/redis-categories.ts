@@ -1,11 +1,13 @@
 // Categories in Redis: one hash per environment, `portico:categories:<environment>` (field: the id,
 // value: the category's JSON), and its id sequence `…:seq`. Lists are read through the in-process cache
 // (redis-cache.ts) that redis.ts hands in and redis-notices.ts keeps current; a create is one script
-// (CREATE_CATEGORY), so the cap holds and ids stay unique across instances.
+// (CREATE_CATEGORY), so the cap holds and ids stay unique across instances. A create under an
+// idempotency key remembers it in `…:once:<digest>` in the same script (on a Cluster every state key
+// shares one slot, cluster-state.ts).
 import type { Cache } from './redis-cache.ts';
 import type { RedisCommands } from './redis-commands.ts';
 import { publishNotice } from './redis-notices.ts';
-import type { Category, CategoryStore, Environment } from './types.ts';
+import { IDEMPOTENCY_TTL_MS, idempotencyId, type Category, type CategoryStore, type Environment } from './types.ts';
 
 // Cap check, id assignment and write in one atomic step: ids are never reused, the cap never overshot.
 const CREATE_CATEGORY = `
@@ -15,10 +17,36 @@ local id = redis.call('INCR', KEYS[2])
 redis.call('HSET', KEYS[1], id, '{"id":' .. id .. ',' .. string.sub(ARGV[2], 2))
 return id`;
 
+// The same under an idempotency key (KEYS[3]: `<id>\n<fields JSON>` for ARGV[3] seconds), in the same
+// step: a key seen returns {-1} when its fields differ, or {-2, category} (the one it made); else the
+// create's answer, {id} or {0} (full: nothing remembered).
+const CREATE_CATEGORY_ONCE = `
+local seen = redis.call('GET', KEYS[3])
+if seen then
+  local at = string.find(seen, '\\n', 1, true)
+  if string.sub(seen, at + 1) ~= ARGV[2] then return {-1} end
+  local made = redis.call('HGET', KEYS[1], string.sub(seen, 1, at - 1))
+  if made then return {-2, made} end
+end
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[1]) then return {0} end
+local id = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[1], id, '{"id":' .. id .. ',' .. string.sub(ARGV[2], 2))
+redis.call('SET', KEYS[3], id .. '\\n' .. ARGV[2], 'EX', ARGV[3])
+return {id}`;
+
 export function openRedisCategories({ client, call, write }: RedisCommands, categoryLists: Cache<Environment, Category[]>): CategoryStore {
   client.defineCommand('porticoCreateCategory', { numberOfKeys: 2, lua: CREATE_CATEGORY });
+  client.defineCommand('porticoCreateCategoryOnce', { numberOfKeys: 3, lua: CREATE_CATEGORY_ONCE });
   const scripts = client as unknown as {
     porticoCreateCategory(...args: unknown[]): Promise<number>;
+    porticoCreateCategoryOnce(...args: unknown[]): Promise<[number, string?]>;
+  };
+  /** a category this instance made: in its cached list at once, and told to the others */
+  const made = async (environment: Environment, category: Category): Promise<Category> => {
+    // the newest this instance has seen, should Redis go away before the list is read again
+    categoryLists.amendStale(environment, (list) => (list.some((c) => c.id === category.id) ? list : [...list, category]));
+    await publishNotice(client, `categories:${environment}`);
+    return category;
   };
   const fetchList = (environment: Environment): Promise<Category[]> =>
     categoryLists.read(environment, async () => {
@@ -51,11 +79,23 @@ export function openRedisCategories({ client, call, write }: RedisCommands, cate
         ),
       );
       if (id === 0) return 'full';
-      const made: Category = { id, ...fields };
-      // the newest this instance has seen, should Redis go away before the list is read again
-      categoryLists.amendStale(environment, (list) => (list.some((c) => c.id === id) ? list : [...list, made]));
-      await publishNotice(client, `categories:${environment}`);
-      return made;
+      return made(environment, { id, ...fields });
+    },
+    createOnce: async (environment, fields, cap, once) => {
+      const [id, replayed] = await write(() =>
+        scripts.porticoCreateCategoryOnce(
+          `portico:categories:${environment}`,
+          `portico:categories:${environment}:seq`,
+          `portico:categories:${environment}:once:${idempotencyId(once)}`,
+          cap,
+          JSON.stringify(fields),
+          IDEMPOTENCY_TTL_MS / 1000,
+        ),
+      );
+      if (id === -1) return 'key_reused';
+      if (id === -2) return { replayed: JSON.parse(replayed!) as Category };
+      if (id === 0) return 'full';
+      return made(environment, { id, ...fields });
     },
   };
 }

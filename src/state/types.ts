@@ -6,6 +6,7 @@
 // - "not found" is `null`, never an exception;
 // - a method resolves only once the write is durable (fsynced log / acknowledged by Redis);
 // - backend failures reject with an Error whose `code` is 'STATE_UNAVAILABLE'.
+import { createHash } from 'node:crypto';
 import type { Plan } from '../config.ts';
 import type { Limit } from '../ratelimit/limiter.ts';
 import type { DomainEvent, EventsToWrite } from '../domains/events.ts';
@@ -62,6 +63,27 @@ export interface CategoryStore {
    * and stores the category, atomically with the cap check. 'full' when `cap` categories exist.
    */
   create(environment: Environment, fields: Omit<Category, 'id'>, cap: number): Promise<Category | 'full'>;
+  /**
+   * create() under a client's idempotency key (the `Idempotency-Key` header), atomically with it: the
+   * key's first use within IDEMPOTENCY_TTL_MS creates and remembers the category; a later use with the
+   * same fields gets that category back (`replayed`) and creates nothing, with other fields
+   * 'key_reused'. Nothing is remembered for 'full'.
+   */
+  createOnce(environment: Environment, fields: Omit<Category, 'id'>, cap: number, once: IdempotencyKey): Promise<Category | 'full' | 'key_reused' | { replayed: Category }>;
+}
+
+/** a client's idempotency key, which belongs to the account whose key sent it */
+export interface IdempotencyKey {
+  accountId: string;
+  key: string;
+}
+
+/** how long an idempotency key is remembered after its first use */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+
+/** where a remembered idempotency key is stored: a digest, so a client's bytes never name a key or a file */
+export function idempotencyId(once: IdempotencyKey): string {
+  return createHash('sha256').update(`${once.accountId}\n${once.key}`).digest('hex');
 }
 
 export interface Project {

@@ -81,6 +81,56 @@ t.test('create, list and get categories', async (t) => {
   expectError(t, await api(port, ca, key, { path: '/v1/categories/9007199254740993' }), 404, 'not_found');
 });
 
+t.test('Idempotency-Key: a retried create answers the category the first made, and makes none', async (t) => {
+  const owner = await accountWithKey(portico.ports.admin, 'pro');
+  const post = (json: unknown, headers: Record<string, string>, who = owner.key) => api(port, ca, who, { method: 'POST', path: '/v1/categories', json, headers });
+  const count = async () => (await api(port, ca, owner.key, { path: '/v1/categories' })).json.length as number;
+  const before = await count();
+
+  const first = await post({ name: 'Hamsters' }, { 'idempotency-key': 'retry-1f0c' });
+  t.equal(first.status, 201);
+  t.notOk('idempotent-replayed' in first.headers, 'a first use is no replay');
+  const again = await post({ name: 'Hamsters' }, { 'idempotency-key': 'retry-1f0c' });
+  t.equal(again.status, 201, 'the retry: 201');
+  t.same(again.json, first.json, 'with the same category');
+  t.equal(again.headers.location, first.headers.location);
+  t.equal(again.headers['idempotent-replayed'], 'true', 'said to be a replay');
+  t.ok(again.headers['x-ratelimit-remaining'], 'counted, with X-RateLimit-*');
+  t.equal((await post({ name: 'Hamsters' }, { 'idempotency-key': '"retry-1f0c"' })).json.id, first.json.id, 'the quoted form (the IETF draft\'s) is the same key');
+  t.equal(await count(), before + 1, 'one category made');
+
+  const reused = await post({ name: 'Gerbils' }, { 'idempotency-key': 'retry-1f0c' });
+  expectError(t, reused, 409, 'conflict');
+  t.match(reused.json.message, /Idempotency-Key/, reused.json.message);
+  const other = await accountWithKey(portico.ports.admin, 'pro');
+  const theirs = await post({ name: 'Hamsters' }, { 'idempotency-key': 'retry-1f0c' }, other.key);
+  t.equal(theirs.status, 201);
+  t.not(theirs.json.id, first.json.id, 'another account\'s key is its own');
+  t.notOk('idempotent-replayed' in theirs.headers);
+
+  // ten at once, each on its own connection: one category, nine replays of it
+  const racing = await Promise.all(Array.from({ length: 10 }, () => post({ name: 'Ferrets' }, { 'idempotency-key': 'race-9d2e' })));
+  t.same(racing.map((a) => a.status), Array(10).fill(201));
+  t.equal(new Set(racing.map((a) => a.json.id)).size, 1, 'one id');
+  t.equal(racing.filter((a) => a.headers['idempotent-replayed'] === 'true').length, 9, 'nine replays');
+
+  const counted = await count();
+  for (const [label, value] of [
+    ['empty', ''],
+    ['256 characters', 'k'.repeat(256)],
+    ['a space', 'two words'],
+    ['two keys', 'one, two'],
+    ['not ASCII', 'cl\u00e9'],
+    ['empty quotes', '""'],
+  ]) {
+    const refused = await post({ name: `bad key ${label}` }, { 'idempotency-key': value });
+    expectError(t, refused, 400, 'invalid_request');
+    t.match(refused.json.message, /Idempotency-Key/, `${label}: named`);
+  }
+  t.equal(await count(), counted, 'a refused key stores nothing');
+  t.equal((await post({ name: 'Longest' }, { 'idempotency-key': 'k'.repeat(255) })).status, 201, '255 characters are fine');
+});
+
 t.test('bad input gets a clear error and stores nothing', async (t) => {
   const before = (await api(port, ca, key, { path: '/v1/categories' })).json.length;
   const post = (body: string | Buffer, contentType = 'application/json') =>

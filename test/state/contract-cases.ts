@@ -135,6 +135,42 @@ export function contract(backend: Backend): void {
       t.strictSame(listed, [...categories].sort((a, b) => a.id - b.id));
     });
 
+    t.test('categories: createOnce — an idempotency key makes one category, per account and environment, and outlives a restart', async (t) => {
+      const { stores, again } = await backend.open(t);
+      const once = { accountId: 'acct_1', key: 'order-7f3c' };
+      const first = await stores.categories.createOnce('production', { name: 'Dogs', description: 'Good ones' }, 100, once);
+      t.match(first, { id: Number, name: 'Dogs', description: 'Good ones' }, 'the first use creates');
+      const dogs = first as Category;
+      t.same(await stores.categories.createOnce('production', { name: 'Dogs', description: 'Good ones' }, 100, once), { replayed: dogs }, 'the same request again: that category, replayed');
+      t.equal(await stores.categories.createOnce('production', { name: 'Cats' }, 100, once), 'key_reused', 'the key with other fields is refused');
+      t.equal(await stores.categories.createOnce('production', { name: 'Dogs' }, 100, once), 'key_reused', 'a missing optional field is other fields too');
+      t.same(await stores.categories.list('production'), [dogs], 'one category');
+
+      // the key is the account's: another account's, or the same account's in the other environment, is another key
+      const other = await stores.categories.createOnce('production', { name: 'Dogs', description: 'Good ones' }, 100, { accountId: 'acct_2', key: once.key });
+      t.not((other as Category).id, dogs.id, 'another account\'s key makes its own');
+      const staging = await stores.categories.createOnce('staging', { name: 'Dogs', description: 'Good ones' }, 100, once);
+      t.match(staging, { id: Number, name: 'Dogs' }, 'the other environment makes its own');
+      t.notOk('replayed' in (staging as object));
+
+      // 20 at once under one new key: one category, the others get it back
+      const racing = { accountId: 'acct_1', key: 'race' };
+      const raced = await Promise.all(Array.from({ length: 20 }, () => stores.categories.createOnce('production', { name: 'Birds' }, 100, racing)));
+      const made = raced.filter((r): r is Category => typeof r === 'object' && !('replayed' in r));
+      t.equal(made.length, 1, 'one create');
+      t.ok(raced.every((r) => typeof r === 'object' && ('replayed' in r ? r.replayed.id : r.id) === made[0].id), 'every answer names that category');
+      t.equal((await stores.categories.list('production')).filter((c) => c.name === 'Birds').length, 1);
+
+      // full: nothing is remembered, so the key works once there is room (here: a higher cap)
+      const full = { accountId: 'acct_1', key: 'full' };
+      t.equal(await stores.categories.createOnce('production', { name: 'Fish' }, 1, full), 'full');
+      t.match(await stores.categories.createOnce('production', { name: 'Other fish' }, 100, full), { name: 'Other fish' }, 'a key that made nothing is free');
+
+      const reopened = await again();
+      t.same(await reopened.categories.createOnce('production', { name: 'Dogs', description: 'Good ones' }, 100, once), { replayed: dogs }, 'remembered durably');
+      t.equal(await reopened.categories.createOnce('production', { name: 'Cats' }, 100, once), 'key_reused');
+    });
+
     t.test('categories: list is in id order past the size where storage order differs', async (t) => {
       const { stores } = await backend.open(t);
       // Redis keeps a hash this large in hash-table order, not insertion order
