@@ -2,6 +2,9 @@
 // is counted by status, the longest request is kept, every acknowledged category create is
 // remembered (to check nothing acknowledged was lost), and the write outage is measured per
 // instance from its first failed write to the first write that succeeded after the last failure.
+// A writer is a careful client: each create carries an Idempotency-Key, and one not answered 201 (a
+// 503 whose write may have been applied, no answer) is sent again with the same key and name until it
+// is, so a category made twice by a retry shows as a name listed twice (checkKept).
 import https from 'node:https';
 import type { Test } from 'tap';
 import type { Child } from './portico.ts';
@@ -22,6 +25,8 @@ export interface TrafficReport {
   longestMs: number;
   /** categories answered 201, by id */
   created: Map<number, string>;
+  /** every name a create was sent for */
+  attempted: Set<string>;
   instances: InstanceReport[];
   /** per instance, `ms:status` of every write after markFailover() */
   timeline: string[][];
@@ -42,6 +47,7 @@ export function startTraffic(instances: Child[], key: string, { readers = 1, wri
   const byStatus: Record<number, number> = {};
   const readsByStatus: Record<number, number> = {};
   const created = new Map<number, string>();
+  const attempted = new Set<string>();
   const reports: InstanceReport[] = instances.map(() => ({ firstFailureMs: null, recoveredMs: null }));
   const streak = instances.map(() => 0);
   const timeline: string[][] = instances.map(() => []);
@@ -77,13 +83,16 @@ export function startTraffic(instances: Child[], key: string, { readers = 1, wri
     }
     for (let w = 0; w < writers; w++) {
       loops.push((async () => {
+        let name = '';
         while (running) {
-          const name = `${label}-${i}-${w}-${++sequence}`;
-          const answer = await timed(() => call({ method: 'POST', path: '/v1/categories', json: { name } }));
+          // a new create once the last one was answered 201; else the same one again
+          if (name === '') attempted.add((name = `${label}-${i}-${w}-${++sequence}`));
+          const answer = await timed(() => call({ method: 'POST', path: '/v1/categories', json: { name }, headers: { 'idempotency-key': name } }));
           const now = performance.now() - started;
           if (failoverAt !== null) timeline[i].push(`${Math.round(now)}:${answer?.status ?? 'none'}`);
           if (answer?.status === 201) {
             created.set((answer.json as { id: number }).id, name);
+            name = '';
             streak[i]++;
             if (failoverAt !== null && reports[i].firstFailureMs !== null && reports[i].recoveredMs === null) reports[i].recoveredMs = now;
           } else {
@@ -123,6 +132,7 @@ export function startTraffic(instances: Child[], key: string, { readers = 1, wri
         noAnswer,
         longestMs,
         created,
+        attempted,
         instances: reports,
         timeline,
         outageMs: outages.includes(null) ? null : Math.max(...(outages as number[])),
@@ -167,13 +177,19 @@ export function checkPlannedSwitchover(t: Test, report: TrafficReport, instances
   checkNoRelapse(t, report, instances);
 }
 
-/** Every category acknowledged (201) during `report`'s traffic is listed by every instance. */
+/**
+ * Every category acknowledged (201) during `report`'s traffic is listed by every instance, and none
+ * twice: a create retried with its Idempotency-Key after a 503 whose write was applied is not made again.
+ */
 export async function checkKept(t: Test, instances: Child[], key: string, report: TrafficReport): Promise<void> {
   t.ok(report.created.size > 0, 'categories were created');
   for (const instance of instances) {
     const list = await api(instance.ports.https, instance.ca, key, { path: '/v1/categories' });
     t.equal(list.status, 200, `the list answers (${list.text.slice(0, 200)})`);
-    const ids = new Set((list.json as Array<{ id: number }>).map((c) => c.id));
+    const categories = list.json as Array<{ id: number; name: string }>;
+    const ids = new Set(categories.map((c) => c.id));
     t.same([...report.created.keys()].filter((id) => !ids.has(id)), [], 'every acknowledged category is still there');
+    const names = categories.map((c) => c.name).filter((name) => report.attempted.has(name));
+    t.same(names.filter((name, at) => names.indexOf(name) !== at), [], 'no create retried with its Idempotency-Key was made twice');
   }
 }
