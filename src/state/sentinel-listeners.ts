@@ -39,7 +39,7 @@ export interface SentinelListeners {
   /**
    * Resolves once every event each sentinel listened to had sent before this call is heard: a PING on
    * each listener (answered in order with what it published before), sent after the call; a sentinel
-   * that does not answer within `ms`, or is not connected, is not waited for.
+   * that does not answer within `ms`, is not connected, or still owes an earlier PING, is not waited for.
    */
   caughtUp(ms: number): Promise<void>;
   close(): void;
@@ -180,11 +180,18 @@ export function listenToSentinels(target: Target, tell: TopologyEvents, on: Fail
   };
   // One round of PINGs at a time, shared: a caller that comes while one is out waits for the next,
   // since the one out may have been sent before what the caller needs heard happened.
+  // A sentinel still owing the PING of an earlier round (frozen, a stalled link) is not sent another:
+  // it is not waited for, and its unanswered PINGs do not pile up.
   let round: Promise<void> | null = null;
   let queued: Promise<void> | null = null;
+  const owing = new Set<Redis>();
+  const ping = (listener: Redis): Promise<unknown> => {
+    owing.add(listener);
+    return listener.ping().catch(() => undefined).finally(() => owing.delete(listener));
+  };
   const pingAll = (ms: number): Promise<void> => {
-    const ready = [...listeners].filter(([id, listener]) => heard.has(id) && listener.status === 'ready');
-    return Promise.all(ready.map(([, listener]) => within(listener.ping().catch(() => undefined), ms))).then(() => undefined);
+    const ready = [...listeners].filter(([id, listener]) => heard.has(id) && listener.status === 'ready' && !owing.has(listener));
+    return Promise.all(ready.map(([, listener]) => within(ping(listener), ms))).then(() => undefined);
   };
   const caughtUp = (ms: number): Promise<void> => {
     if (round === null) return (round = pingAll(ms).finally(() => (round = null)));
