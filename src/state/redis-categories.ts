@@ -2,7 +2,7 @@
 // value: the category's JSON), and its id sequence `…:seq`. Lists are read through the in-process cache
 // (redis-cache.ts) that redis.ts hands in and redis-notices.ts keeps current; a create is one script
 // (CREATE_CATEGORY), so the cap holds and ids stay unique across instances. A create under an
-// idempotency key remembers it in `…:once:<digest>` in the same script (on a Cluster every state key
+// idempotency key remembers it in the hash `…:once` in the same script (on a Cluster every state key
 // shares one slot, cluster-state.ts).
 import type { Cache } from './redis-cache.ts';
 import type { RedisCommands } from './redis-commands.ts';
@@ -17,21 +17,31 @@ local id = redis.call('INCR', KEYS[2])
 redis.call('HSET', KEYS[1], id, '{"id":' .. id .. ',' .. string.sub(ARGV[2], 2))
 return id`;
 
-// The same under an idempotency key (KEYS[3]: `<id>\n<fields JSON>` for ARGV[3] seconds), in the same
-// step: a key seen returns {-1} when its fields differ, or {-2, category} (the one it made); else the
-// create's answer, {id} or {0} (full: nothing remembered).
+// The same under an idempotency key, in the same step. The keys used are fields of one hash per
+// environment, KEYS[3] (field: the key's digest, ARGV[3]; value: `<id>\n<ms>\n<sha1 of the fields>`),
+// not a key each: on a Cluster a script touching a key that exists nowhere gets -TRYAGAIN for as long
+// as its slot is being resharded, and the state slot then moves every key it holds, one per create
+// otherwise. The hash needs no expiry: it gains a field only with a new category, and categories are
+// capped. A key seen within ARGV[4] ms returns {-1} when its fields differ, or {-2, category} (the one
+// it made); else the create's answer, {id} or {0} (full: nothing remembered).
 const CREATE_CATEGORY_ONCE = `
-local seen = redis.call('GET', KEYS[3])
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local fields = redis.sha1hex(ARGV[2])
+local seen = redis.call('HGET', KEYS[3], ARGV[3])
 if seen then
-  local at = string.find(seen, '\\n', 1, true)
-  if string.sub(seen, at + 1) ~= ARGV[2] then return {-1} end
-  local made = redis.call('HGET', KEYS[1], string.sub(seen, 1, at - 1))
-  if made then return {-2, made} end
+  local a = string.find(seen, '\\n', 1, true)
+  local b = string.find(seen, '\\n', a + 1, true)
+  if ms - tonumber(string.sub(seen, a + 1, b - 1)) < tonumber(ARGV[4]) then
+    if string.sub(seen, b + 1) ~= fields then return {-1} end
+    local made = redis.call('HGET', KEYS[1], string.sub(seen, 1, a - 1))
+    if made then return {-2, made} end
+  end
 end
 if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[1]) then return {0} end
 local id = redis.call('INCR', KEYS[2])
 redis.call('HSET', KEYS[1], id, '{"id":' .. id .. ',' .. string.sub(ARGV[2], 2))
-redis.call('SET', KEYS[3], id .. '\\n' .. ARGV[2], 'EX', ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[3], id .. '\\n' .. ms .. '\\n' .. fields)
 return {id}`;
 
 export function openRedisCategories({ client, call, write }: RedisCommands, categoryLists: Cache<Environment, Category[]>): CategoryStore {
@@ -86,10 +96,11 @@ export function openRedisCategories({ client, call, write }: RedisCommands, cate
         scripts.porticoCreateCategoryOnce(
           `portico:categories:${environment}`,
           `portico:categories:${environment}:seq`,
-          `portico:categories:${environment}:once:${idempotencyId(once)}`,
+          `portico:categories:${environment}:once`,
           cap,
           JSON.stringify(fields),
-          IDEMPOTENCY_TTL_MS / 1000,
+          idempotencyId(once),
+          IDEMPOTENCY_TTL_MS,
         ),
       );
       if (id === -1) return 'key_reused';

@@ -7,6 +7,7 @@ import type { Stores } from '../../src/state/types.ts';
 import { RedisLimiter } from '../../src/ratelimit/redis-limiter.ts';
 import { openRedisCertStores } from '../../src/certs/redis-store.ts';
 import { keySlot } from '../../src/state/redis-slot.ts';
+import { STATE_SLOT } from '../../src/state/cluster-state.ts';
 import { cli, startCluster } from '../helpers/redis-topology.ts';
 import { contract } from './contract-cases.ts';
 
@@ -144,6 +145,29 @@ t.test('a slot left half migrated: the new owner answers the limiter call after 
   t.equal((await limiter.consume(subject, limit, ban)).remaining, 98, 'counted on once it is moved');
   t.equal((await limiter.consume(subject, limit, ban)).remaining, 97, 'and again');
   t.ok(Number(await cli(to.port, 'CLUSTER', 'COUNTKEYSINSLOT', String(slot))) > 0, 'on the new owner');
+});
+
+t.test('the state slot half migrated: a create under an idempotency key is made on its old owner', async (t) => {
+  // While a slot moves (redis-cli --cluster reshard), a script whose keys are all still on the old owner
+  // runs there; one naming a key that exists nowhere is sent to the new owner (-ASK), which has none of
+  // them: -TRYAGAIN until the whole slot has moved, and the state slot moves every key Portico has. A
+  // key per idempotency key (the first design) made such creates 503 for a reshard's length; the keys
+  // are fields of one hash instead.
+  await Promise.all(admin.nodes('master').map((node) => node.flushall()));
+  const opened = await stores(t);
+  const once = (key: string) => ({ accountId: 'acct_1', key });
+  t.match(await opened.categories.createOnce('production', { name: 'Before' }, 100, once('before')), { name: 'Before' });
+  const from = await topology.primaryOf(STATE_SLOT);
+  const to = (await primaries()).find((p) => p !== from)!;
+  const ids = await topology.ids();
+  await cli(to.port, 'CLUSTER', 'SETSLOT', String(STATE_SLOT), 'IMPORTING', ids.get(from.port)!);
+  await cli(from.port, 'CLUSTER', 'SETSLOT', String(STATE_SLOT), 'MIGRATING', ids.get(to.port)!);
+  t.teardown(async () => {
+    for (const node of [to, from]) await cli(node.port, 'CLUSTER', 'SETSLOT', String(STATE_SLOT), 'STABLE');
+  });
+  const during = await opened.categories.createOnce('production', { name: 'During' }, 100, once('during'));
+  t.match(during, { id: Number, name: 'During' }, 'made while the slot is half moved');
+  t.same(await opened.categories.createOnce('production', { name: 'During' }, 100, once('during')), { replayed: during }, 'and replayed');
 });
 
 t.test('a replica confirmed every acknowledged write (WAIT)', async (t) => {

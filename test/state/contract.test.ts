@@ -253,6 +253,23 @@ t.test('embedded only', async (t) => {
 });
 
 t.test('redis only', async (t) => {
+  t.test('an idempotency key is free again 24 hours after its first use', async (t) => {
+    await admin.flushall();
+    const stores = await redisStores(t, server.url);
+    const once = { accountId: 'acct_1', key: 'day-old' };
+    const first = await stores.categories.createOnce('production', { name: 'Then' }, 100, once);
+    t.equal(await stores.categories.createOnce('production', { name: 'Now' }, 100, once), 'key_reused');
+    // the key's record, as if made 24 hours and a second ago
+    const hash = 'portico:categories:production:once';
+    const [field] = await admin.hkeys(hash);
+    const [id, , fields] = (await admin.hget(hash, field))!.split('\n');
+    await admin.hset(hash, field, `${id}\n${Date.now() - 24 * 3_600_000 - 1_000}\n${fields}`);
+    const second = await stores.categories.createOnce('production', { name: 'Now' }, 100, once);
+    t.match(second, { name: 'Now' }, 'a new category');
+    t.not((second as { id: number }).id, (first as { id: number }).id);
+    t.same(await stores.categories.createOnce('production', { name: 'Now' }, 100, once), { replayed: second }, 'remembered from its new first use');
+  });
+
   t.test('a revoke on instance A is seen at once by B, which had the key cached', async (t) => {
     await admin.flushall();
     const a = await redisStores(t, server.url);
