@@ -78,6 +78,38 @@ redis.call('SREM', KEYS[5], ARGV[1])
 redis.call('EXPIRE', KEYS[4], ARGV[3])
 return 1`;
 
+// A domain created in one step, only while its hostname is free (KEYS: the domain, its history, its
+// timeline, its project's set, the status keys (2); ARGV: JSON, hostname, account, status, events…):
+// a timeline left by the same account continues, another account's is dropped. As a claim (SET NX)
+// followed by a transaction, a failure between them left a domain that blocked its hostname (409) but
+// was in no project's list and no status count.
+const CREATE_DOMAIN = `
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 0 end
+local earlier = redis.call('GET', KEYS[2])
+if earlier and cjson.decode(earlier).accountId == ARGV[3] then
+  redis.call('PERSIST', KEYS[3])
+else
+  redis.call('DEL', KEYS[3])
+end
+if #ARGV >= 5 then
+  redis.call('RPUSH', KEYS[3], unpack(ARGV, 5))
+  redis.call('LTRIM', KEYS[3], -${MAX_DOMAIN_EVENTS}, -1)
+end
+local function setStatus(KEYS, ARGV)${SET_STATUS}
+end
+setStatus({KEYS[5], KEYS[6]}, {ARGV[2], ARGV[4]})
+redis.call('SADD', KEYS[4], ARGV[2])
+return 1`;
+
+// A project's name claimed and the project written in one step (KEYS: the name's claim, the project,
+// the project set; ARGV: id, JSON): as two, a failure between them (Redis gone, a reshard's -TRYAGAIN)
+// left the name claimed by a project that does not exist, and every later create of it answered 409.
+const CREATE_PROJECT = `
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[1])
+return 1`;
+
 const eventsKey = (hostname: string) => `portico:domain-events:${hostname}`;
 const eventTexts = (events: EventsToWrite) => eventList(events).map((e) => JSON.stringify(e));
 
@@ -87,21 +119,18 @@ type Call = <T>(run: () => Promise<T>) => Promise<T>;
 export function openRedisDomainStores(client: Redis, call: Call, write: Call = call): { projects: ProjectStore; domains: DomainStore; routeIndex: RedisRouteIndex } {
   // a removed domain must not get its certificate state back from a late writer
   client.defineCommand('porticoSetIfExists', { numberOfKeys: 3, lua: SET_IF_EXISTS });
-  client.defineCommand('porticoSetRoute', { numberOfKeys: 3, lua: SET_ROUTE });
-  client.defineCommand('porticoSetStatus', { numberOfKeys: 2, lua: SET_STATUS });
   client.defineCommand('porticoUpdateDomain', { numberOfKeys: 7, lua: UPDATE_DOMAIN });
   client.defineCommand('porticoRemoveDomain', { numberOfKeys: 10, lua: REMOVE_DOMAIN });
+  client.defineCommand('porticoCreateProject', { numberOfKeys: 3, lua: CREATE_PROJECT });
+  client.defineCommand('porticoCreateDomain', { numberOfKeys: 6, lua: CREATE_DOMAIN });
   const scripts = client as unknown as {
+    porticoCreateProject(name: string, project: string, projects: string, id: string, json: string): Promise<number>;
+    porticoCreateDomain(...args: string[]): Promise<number>;
     porticoSetIfExists(exists: string, key: string, events: string, createdAt: string, value: string, ...event: string[]): Promise<number>;
     porticoUpdateDomain(...args: Array<string>): Promise<number>;
     porticoRemoveDomain(...args: Array<string>): Promise<number>;
   };
   const routeIndex = openRedisRouteIndex(client, call);
-  type Multi = ReturnType<Redis['multi']> & {
-    porticoSetRoute(...args: string[]): Multi;
-    porticoSetStatus(...args: string[]): Multi;
-  };
-  const multi = () => client.multi() as Multi;
   const readJson = async <T>(key: string): Promise<T | null> => {
     const text = await call(() => client.get(key));
     return text === null ? null : (JSON.parse(text) as T);
@@ -123,10 +152,8 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
   return {
     projects: {
       create: async (project) => {
-        const claimed = await call(() => client.set(`portico:project-name:${project.name}`, project.id, 'NX'));
-        if (claimed === null) return 'name_taken';
-        await write(() => client.multi().set(`portico:project:${project.id}`, JSON.stringify(project)).sadd('portico:projects', project.id).exec());
-        return null;
+        const made = await write(() => scripts.porticoCreateProject(`portico:project-name:${project.name}`, `portico:project:${project.id}`, 'portico:projects', project.id, JSON.stringify(project)));
+        return made === 0 ? 'name_taken' : null;
       },
       get: (id) => readJson<Project>(`portico:project:${id}`),
       list: async () => {
@@ -166,16 +193,11 @@ export function openRedisDomainStores(client: Redis, call: Call, write: Call = c
         return oldestFirst(texts.map((t) => JSON.parse(t) as DomainEvent));
       },
       create: async (domain, event) => {
-        const claimed = await call(() => client.set(`portico:domain:${domain.hostname}`, JSON.stringify(domain), 'NX'));
-        if (claimed === null) return 'taken';
-        const earlier = await readJson<{ accountId: string }>(`portico:domain-history:${domain.hostname}`);
-        const timeline = multi();
-        // a timeline left by the same account continues; another account's is not theirs to read
-        if (earlier?.accountId === domain.accountId) timeline.persist(eventsKey(domain.hostname));
-        else timeline.del(eventsKey(domain.hostname));
-        if (eventList(event).length > 0) timeline.rpush(eventsKey(domain.hostname), ...eventTexts(event)).ltrim(eventsKey(domain.hostname), -MAX_DOMAIN_EVENTS, -1);
-        await write(() => timeline.porticoSetStatus(...STATUS_KEYS, domain.hostname, domain.status).sadd(`portico:project:${domain.projectId}:domains`, domain.hostname).exec());
-        return null;
+        const { hostname } = domain;
+        const made = await write(() =>
+          scripts.porticoCreateDomain(`portico:domain:${hostname}`, `portico:domain-history:${hostname}`, eventsKey(hostname), `portico:project:${domain.projectId}:domains`, ...STATUS_KEYS, JSON.stringify(domain), hostname, domain.accountId, domain.status, ...eventTexts(event)),
+        );
+        return made === 0 ? 'taken' : null;
       },
       update: async (domain, event) => {
         const route = routeOf(domain);
