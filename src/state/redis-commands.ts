@@ -54,8 +54,13 @@ export function openRedisCommands(connections: RedisConnections, now: () => numb
   // an acknowledged write waits for replicas (DESIGN §8), on the connection that made it; one made
   // while a Sentinel failover began is not acknowledged (its outcome is unknown: 503)
   const write = async <T>(run: () => Promise<T>): Promise<T> => {
-    const mark = connections.writeMark();
-    const result = await call(run);
+    // taken as the write is sent: one that waited for the connection to come back (on the new
+    // primary) is not refused for the failover it waited out
+    let mark = 0;
+    const result = await call(() => {
+      mark = connections.writeMark();
+      return run();
+    });
     try {
       await connections.acknowledge(mark);
     } catch (err) {
