@@ -7,10 +7,9 @@
 // A relay on loopback between the store and a real redis-server drops the connection, once, instead of
 // forwarding the first command that carries a marker: what the second step wrote.
 import t from 'tap';
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { connectRedis, openRedisStores } from '../../src/state/redis.ts';
 import { startRedis } from '../helpers/redis.ts';
+import { startRelay } from '../helpers/tcp-relay.ts';
 
 const NAME = 'cut-shop';
 const HOSTNAME = 'cut.example.com';
@@ -21,35 +20,17 @@ t.teardown(() => redis.stop());
 let cuts = 0;
 // the marker of the next cut; null: none
 let cutOn: string | null = null;
-const sockets = new Set<net.Socket>();
-const relay = net.createServer((client) => {
-  const server = net.connect(redis.port, '127.0.0.1');
-  sockets.add(client).add(server);
-  client.on('data', (bytes: Buffer) => {
-    if (cutOn !== null && bytes.toString('latin1').includes(cutOn)) {
-      cutOn = null;
-      cuts++;
-      client.destroy();
-      server.destroy();
-      return;
-    }
-    server.write(bytes);
-  });
-  server.on('data', (bytes: Buffer) => client.write(bytes));
-  const close = () => {
-    client.destroy();
-    server.destroy();
-  };
-  client.on('close', close).on('error', close);
-  server.on('close', close).on('error', close);
-});
-await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-t.teardown(() => {
-  for (const socket of sockets) socket.destroy();
-  relay.close();
-});
+const relay = await startRelay(() => redis.port, (link) => ({
+  up(bytes, send) {
+    if (cutOn === null || !bytes.toString('latin1').includes(cutOn)) return send(bytes);
+    cutOn = null;
+    cuts++;
+    link.cut();
+  },
+}));
+t.teardown(() => relay.close());
 
-const conns = connectRedis(`redis://127.0.0.1:${(relay.address() as AddressInfo).port}`, { commandTimeoutMs: 1000 });
+const conns = connectRedis(`redis://127.0.0.1:${relay.port}`, { commandTimeoutMs: 1000 });
 await new Promise((resolve) => (conns.client.status === 'ready' ? resolve(undefined) : conns.client.once('ready', resolve)));
 const stores = await openRedisStores(conns);
 t.teardown(() => stores.close());

@@ -9,11 +9,10 @@
 // Here the leader is reached only through a relay on loopback that holds what it sends by DELAY_MS,
 // in order (it announces the relay's port to the other sentinels, so Portico finds it there).
 import t from 'tap';
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
 import { connectRedis } from '../../src/state/redis.ts';
 import { cli, startSentinel } from '../helpers/redis-topology.ts';
+import { startRelay } from '../helpers/tcp-relay.ts';
 
 const DELAY_MS = 400;
 const WRITERS = 20;
@@ -21,42 +20,10 @@ const WRITERS = 20;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const peerPort = (client: Redis) => (client as unknown as { stream?: { remotePort?: number } }).stream?.remotePort;
 
-/** A relay to `target()` whose answers reach the client DELAY_MS after they left the server, in order. */
-async function delayingRelay(target: () => number | undefined) {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    client.pause();
-    sockets.add(client);
-    const connect = () => {
-      const port = target();
-      if (port === undefined) return void setTimeout(connect, 50);
-      const upstream = net.connect(port, '127.0.0.1');
-      sockets.add(upstream);
-      client.pipe(upstream);
-      upstream.on('data', (bytes: Buffer) => setTimeout(() => client.writable && client.write(bytes), DELAY_MS));
-      const close = () => {
-        client.destroy();
-        upstream.destroy();
-      };
-      client.on('close', close).on('error', close);
-      upstream.on('close', close).on('error', close);
-      client.resume();
-    };
-    connect();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as AddressInfo).port,
-    close: () => {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
-  };
-}
-
 t.test('a switchover whose leader is heard late: no acknowledged write is lost', async (t) => {
   let leaderPort: number | undefined;
-  const relay = await delayingRelay(() => leaderPort);
+  // what the leader sends reaches Portico DELAY_MS later, in order
+  const relay = await startRelay(() => leaderPort, () => ({ down: (bytes, send) => void setTimeout(send, DELAY_MS, bytes) }));
   t.teardown(() => relay.close());
   const topology = await startSentinel({ sentinelAnnouncePorts: { 0: relay.port } });
   t.teardown(() => topology.stop());

@@ -5,16 +5,15 @@
 // connection for 600 ms (the command timeout is 150 ms) from the moment that connection sends the read
 // named, once; everything else passes through as it is.
 import t from 'tap';
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { startPortico } from '../helpers/portico.ts';
 import { admin, accountWithKey, request } from '../helpers/client.ts';
 import { startRedis } from '../helpers/redis.ts';
 import { startUpstream } from '../helpers/upstream.ts';
+import { startRelay } from '../helpers/tcp-relay.ts';
 
 const HOLD_MS = 600;
 
-interface Relay {
+interface HoldingRelay {
   url: string;
   /** how many times the replies were held (0 or 1) */
   readonly held: number;
@@ -22,42 +21,31 @@ interface Relay {
 }
 
 /** A relay to `redisPort` that holds the replies of the first connection whose commands match `read`. */
-async function startRelay(redisPort: number, read: RegExp): Promise<Relay> {
+async function startHoldingRelay(redisPort: number, read: RegExp): Promise<HoldingRelay> {
   let held = 0;
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const redis = net.connect(redisPort, '127.0.0.1');
-    sockets.add(client).add(redis);
+  const relay = await startRelay(() => redisPort, (link) => {
     let holding: Buffer[] | null = null;
-    client.on('data', (bytes: Buffer) => {
-      if (held === 0 && read.test(bytes.toString('latin1'))) {
-        held++;
-        holding = [];
-        setTimeout(() => {
-          for (const chunk of holding ?? []) client.write(chunk);
-          holding = null;
-        }, HOLD_MS);
-      }
-      redis.write(bytes);
-    });
-    redis.on('data', (bytes: Buffer) => (holding ? holding.push(bytes) : client.write(bytes)));
-    const close = () => {
-      client.destroy();
-      redis.destroy();
+    return {
+      up(bytes, send) {
+        if (held === 0 && read.test(bytes.toString('latin1'))) {
+          held++;
+          const replies: Buffer[] = (holding = []);
+          setTimeout(() => {
+            holding = null;
+            for (const chunk of replies) link.toClient(chunk);
+          }, HOLD_MS);
+        }
+        send(bytes);
+      },
+      down: (bytes, send) => (holding ? holding.push(bytes) : send(bytes)),
     };
-    client.on('close', close).on('error', close);
-    redis.on('close', close).on('error', close);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
-    url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: `redis://127.0.0.1:${relay.port}`,
     get held() {
       return held;
     },
-    stop: () => {
-      for (const socket of sockets) socket.destroy();
-      return new Promise((resolve) => server.close(() => resolve()));
-    },
+    stop: () => relay.close(),
   };
 }
 
@@ -78,7 +66,7 @@ for (const [read, what, words] of [
   [/portico:routes:snapshot\r\n/, 'the domain index', 'the first read of the domain index failed; trying again'],
 ] as const) {
   t.test(`start-slow-first-read: ${what} read once too late, the start reads again and serves`, async (t) => {
-    const relay = await startRelay(redis.port, read);
+    const relay = await startHoldingRelay(redis.port, read);
     t.teardown(() => relay.stop());
     const portico = await startPortico({ PORTICO_REDIS_URL: relay.url, PORTICO_REDIS_COMMAND_TIMEOUT_MS: '150' });
     t.teardown(() => portico.stop());
