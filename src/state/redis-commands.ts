@@ -6,10 +6,15 @@ import type { Redis } from 'ioredis';
 import type { RedisConnections } from './redis-connect.ts';
 import type { Guard } from './redis-cache.ts';
 import { stateUnavailable } from './types.ts';
+import { errorKind, type RedisErrorKind } from './redis-errors.ts';
 
 const SUSPECT_MS = 2_000;
 /** how long after losing its connection a command still waits for it to come back */
 const RECONNECT_WAIT_MS = 1_000;
+/** how long a command refused while its slot moves (-TRYAGAIN) is held and sent again, and how often */
+const RESHARD_WAIT_MS = 5_000;
+const RESHARD_PAUSE_MS = 50;
+const SLOT_MOVING = new Set<RedisErrorKind>(['tryagain', 'ask', 'moved']);
 
 export interface RedisCommands {
   client: Redis;
@@ -37,18 +42,35 @@ export function openRedisCommands(connections: RedisConnections, now: () => numb
   // (SIGSTOP, a stalled network) still looks connected, and a write sent to it would be applied later
   // although its caller was told 503. Right after a timeout (this request's limiter call, most often)
   // Redis is not waited on again: the two waits made 2.0 s with a 1000 ms timeout. No failure to count.
+  //
+  // While a Cluster moves the state slot (redis-cli --cluster reshard), a write naming a key that is
+  // on neither side in full is refused with -TRYAGAIN (or bounced between -ASK and -TRYAGAIN) — not
+  // run — until the slot's every key is on its new owner (the state slot holds every state key: the
+  // more certificates, the longer). Such a command is held and sent again every RESHARD_PAUSE_MS,
+  // for up to RESHARD_WAIT_MS, instead of answering 503 at once; a longer move is answered 503.
   const call = async <T>(run: () => Promise<T>): Promise<T> => {
     if (connections.justTimedOut()) throw stateUnavailable(new Error('Redis did not answer a command in time a moment ago; not waiting on it again'));
-    try {
-      await reconnecting();
-      if (now() - health.failedAt < SUSPECT_MS) await connections.pingState();
-      return await run();
-    } catch (err) {
-      health.failedAt = now();
-      connections.reportError(err);
-      // not connected: ioredis says only that the stream isn't writeable; the connection's own error
-      // (refused, an untrusted certificate, a wrong password) is the reason worth reporting
-      throw stateUnavailable(client.status !== 'ready' && health.connectionError ? health.connectionError : err);
+    const since = now();
+    for (let held = false; ; held = true) {
+      try {
+        await reconnecting();
+        if (now() - health.failedAt < SUSPECT_MS) await connections.pingState();
+        return await run();
+      } catch (err) {
+        // ioredis follows -ASK and -MOVED and sends -TRYAGAIN again a few times itself, then gives up
+        // with the last of them: none of these ran the command
+        const moving = SLOT_MOVING.has(errorKind(err));
+        // counted once per command held, however many times it is sent again
+        if (!moving || !held) connections.reportError(err);
+        if (moving && now() - since < RESHARD_WAIT_MS) {
+          await new Promise((resolve) => setTimeout(resolve, RESHARD_PAUSE_MS));
+          continue;
+        }
+        health.failedAt = now();
+        // not connected: ioredis says only that the stream isn't writeable; the connection's own error
+        // (refused, an untrusted certificate, a wrong password) is the reason worth reporting
+        throw stateUnavailable(client.status !== 'ready' && health.connectionError ? health.connectionError : err);
+      }
     }
   };
   // an acknowledged write waits for replicas (DESIGN §8), on the connection that made it; one made

@@ -7,11 +7,14 @@ export type RedisErrorKind = 'timeout' | 'connection' | 'moved' | 'ask' | 'reado
 
 export const REDIS_ERROR_KINDS: readonly RedisErrorKind[] = ['timeout', 'connection', 'moved', 'ask', 'readonly', 'loading', 'tryagain', 'clusterdown', 'reply'];
 
+const GAVE_UP = /^Too many Cluster redirections\. Last error: (?:\w*Error: )?/;
+
 export function errorKind(err: unknown): RedisErrorKind {
   let e = err as { code?: string; message?: string; name?: string; cause?: unknown } | null;
   // STATE_UNAVAILABLE and the limiter's REDIS_DOWN carry the Redis error as their cause
   while (e && (e.code === 'STATE_UNAVAILABLE' || e.code === 'REDIS_DOWN') && e.cause) e = e.cause as typeof e;
-  const message = e?.message ?? '';
+  // ioredis's Cluster gives up after its redirects with the last error in its own message
+  const message = (e?.message ?? '').replace(GAVE_UP, '');
   if (e?.code === 'REDIS_TIMEOUT' || /timed? ?out/i.test(message)) return 'timeout';
   const first = message.split(' ')[0];
   if (first === 'MOVED') return 'moved';

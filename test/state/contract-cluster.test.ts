@@ -75,6 +75,36 @@ t.test('the limiter follows its subject\'s slot through a reshard: no failed cal
   t.equal(Number(await admin.hget(`portico:rl:{${subject}}`, 'dayUsed')), allowed, 'the counter holds every allowed call once');
 });
 
+/**
+ * Starts moving the state slot to another primary as redis-cli --cluster reshard does (IMPORTING on
+ * the new owner, MIGRATING on the old) and leaves it half moved; `finish` ends the move as redis-cli
+ * does (every key migrated, then the slot given to the new owner). Left unfinished, the slot is made
+ * stable again at the test's end.
+ */
+async function halfMoveStateSlot(t: Test) {
+  const from = await topology.primaryOf(STATE_SLOT);
+  const to = (await primaries()).find((p) => p !== from)!;
+  const ids = await topology.ids();
+  await cli(to.port, 'CLUSTER', 'SETSLOT', String(STATE_SLOT), 'IMPORTING', ids.get(from.port)!);
+  await cli(from.port, 'CLUSTER', 'SETSLOT', String(STATE_SLOT), 'MIGRATING', ids.get(to.port)!);
+  let finished = false;
+  t.teardown(async () => {
+    if (!finished) for (const node of [to, from]) await cli(node.port, 'CLUSTER', 'SETSLOT', String(STATE_SLOT), 'STABLE');
+  });
+  return {
+    to,
+    async finish() {
+      for (;;) {
+        const keys = (await cli(from.port, 'CLUSTER', 'GETKEYSINSLOT', String(STATE_SLOT), '100')).split('\n').filter(Boolean);
+        if (keys.length === 0) break;
+        await cli(from.port, 'MIGRATE', '127.0.0.1', String(to.port), '', '0', '5000', 'KEYS', ...keys);
+      }
+      for (const node of [to, from]) await cli(node.port, 'CLUSTER', 'SETSLOT', String(STATE_SLOT), 'NODE', ids.get(to.port)!);
+      finished = true;
+    },
+  };
+}
+
 /** the nodes that are primaries now */
 async function primaries() {
   const out = [];
@@ -157,17 +187,48 @@ t.test('the state slot half migrated: a create under an idempotency key is made 
   const opened = await stores(t);
   const once = (key: string) => ({ accountId: 'acct_1', key });
   t.match(await opened.categories.createOnce('production', { name: 'Before' }, 100, once('before')), { name: 'Before' });
-  const from = await topology.primaryOf(STATE_SLOT);
-  const to = (await primaries()).find((p) => p !== from)!;
-  const ids = await topology.ids();
-  await cli(to.port, 'CLUSTER', 'SETSLOT', String(STATE_SLOT), 'IMPORTING', ids.get(from.port)!);
-  await cli(from.port, 'CLUSTER', 'SETSLOT', String(STATE_SLOT), 'MIGRATING', ids.get(to.port)!);
-  t.teardown(async () => {
-    for (const node of [to, from]) await cli(node.port, 'CLUSTER', 'SETSLOT', String(STATE_SLOT), 'STABLE');
-  });
+  await halfMoveStateSlot(t);
   const during = await opened.categories.createOnce('production', { name: 'During' }, 100, once('during'));
   t.match(during, { id: Number, name: 'During' }, 'made while the slot is half moved');
   t.same(await opened.categories.createOnce('production', { name: 'During' }, 100, once('during')), { replayed: during }, 'and replayed');
+});
+
+t.test('the state slot being moved: a write making new keys is held until the slot has moved, not refused', async (t) => {
+  // Mid-move Redis refuses a multi-key write that names a key neither side has all of (-TRYAGAIN),
+  // until every key of the slot is on the new owner; the state slot holds every state key, so that
+  // lasts as long as the move. The write is held and tried again meanwhile (within a bound) instead
+  // of answered 503.
+  await Promise.all(admin.nodes('master').map((node) => node.flushall()));
+  const opened = await stores(t);
+  const at = new Date().toISOString();
+  await opened.accounts.create({ id: 'acct_move', plan: 'pro', createdAt: at });
+  await opened.keys.create({ id: 'key_before', accountId: 'acct_move', environment: 'production', hash: 'a'.repeat(64), createdAt: at });
+  const move = await halfMoveStateSlot(t);
+  const settled = (p: Promise<unknown>) => p.then((v) => ({ v }), (e: Error) => ({ e }));
+  const key = settled(opened.keys.create({ id: 'key_during', accountId: 'acct_move', environment: 'production', hash: 'b'.repeat(64), createdAt: at }));
+  const project = settled(opened.projects.create({ id: 'proj_during', accountId: 'acct_move', name: 'during', upstream: null, createdAt: at }));
+  const early = await Promise.race([key, project, new Promise((r) => setTimeout(() => r('held'), 800))]);
+  t.equal(early, 'held', 'neither write is answered while the slot is half moved');
+
+  await move.finish();
+  t.same(await key, { v: undefined }, 'the key is made once the slot has moved');
+  t.same(await project, { v: null }, 'and the project');
+  t.match(await opened.keys.get('key_during'), { id: 'key_during', hash: 'b'.repeat(64) }, 'the key is there');
+  t.match(await opened.projects.get('proj_during'), { name: 'during' }, 'the project is there');
+  t.equal((await topology.primaryOf(STATE_SLOT)).port, move.to.port, 'on the new owner');
+});
+
+t.test('the state slot left half moved: a held write is answered 503 after the bound, not kept', async (t) => {
+  await Promise.all(admin.nodes('master').map((node) => node.flushall()));
+  const opened = await stores(t);
+  const at = new Date().toISOString();
+  await opened.accounts.create({ id: 'acct_stuck', plan: 'pro', createdAt: at });
+  await halfMoveStateSlot(t);
+  const started = Date.now();
+  await t.rejects(opened.keys.create({ id: 'key_stuck', accountId: 'acct_stuck', environment: 'production', hash: 'c'.repeat(64), createdAt: at }), { code: 'STATE_UNAVAILABLE', cause: { message: /TRYAGAIN|ASK/ } });
+  const took = Date.now() - started;
+  t.ok(took >= 4_900 && took < 8_000, `refused after the 5 s bound (${took} ms)`);
+  t.equal(await opened.keys.get('key_stuck'), null, 'and not made');
 });
 
 t.test('a replica confirmed every acknowledged write (WAIT)', async (t) => {
