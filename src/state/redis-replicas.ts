@@ -51,7 +51,7 @@ export function replicaAcknowledgement(deps: ReplicaAcknowledgementDeps): Replic
   // that moment waited k ack timeouts (two writers per instance: 445–545 ms against 200 on a Cluster
   // kill -9), and every command behind them too. A WAIT covers every write its connection made before
   // it, so a write joins the WAIT sent after it; one whose write went before the WAIT in flight waits
-  // for that one's answer first — which, short, tells it not to wait at all.
+  // for that one's answer first — which, short or failed, tells it not to wait at all.
   let sequence = 0;
   const shared = new Map<Redis, { sentAfter: number; confirmed: Promise<number | null> }>();
 
@@ -89,7 +89,12 @@ export function replicaAcknowledgement(deps: ReplicaAcknowledgementDeps): Replic
       }
       const inFlight = shared.get(connection);
       if (inFlight && inFlight.sentAfter < writtenBy) {
-        await inFlight.confirmed;
+        // that WAIT failed (timed out: the primary frozen, or gone): one more would too, after as long
+        // again (a write answered as a Cluster node froze took two command and two ack timeouts)
+        if ((await inFlight.confirmed) === null) {
+          deps.onUnreplicatedWrite();
+          return;
+        }
         continue;
       }
       const confirmed = await (inFlight ?? confirm(connection, node)).confirmed;

@@ -40,7 +40,7 @@ async function open(t: Test, url: string) {
     connections.client.disconnect();
   });
   await until('the stores', async () => (await connections.pingState(), true));
-  return { seen, stores: await openRedisStores(connections) };
+  return { seen, connections, stores: await openRedisStores(connections) };
 }
 
 /** writes and reads of one category side by side for `ms`: each one's outcome and time */
@@ -153,6 +153,32 @@ t.test('writes made together as the replica goes share one WAIT: none waits more
   t.equal(seen.unreplicated, 6, 'each counted unreplicated');
   t.equal(seen.events.length, 1, 'one warning');
   t.equal((await stores.categories.list('production')).length, 6, 'and all six are there');
+});
+
+t.test('the primary frozen with a WAIT in flight: a write behind it is counted when that WAIT fails, not held for one more', async (t) => {
+  // A write answered while the WAIT of an earlier one was in flight waits for that WAIT (it does not
+  // cover the write), then sends its own. With the primary frozen (SIGSTOP, a stalled network) the one
+  // in flight timed out, and the write's own then timed out too: a write answered just before a
+  // Cluster node froze took two command timeouts and two ack timeouts (2.4 s with a 1000 ms command
+  // timeout and a 200 ms ack timeout, in redis-cluster-freeze.test.ts).
+  const { primary, replica } = await primaryAndReplica(t);
+  const { seen, connections, stores } = await open(t, primary.url);
+  await stores.categories.create('staging', { name: 'seed' }, 1_000_000);
+  t.equal(seen.unreplicated, 0, 'confirmed while the replica answers');
+  // the replica frozen: still online for the primary, so a WAIT blocks for the ack timeout
+  replica.process.kill('SIGSTOP');
+  t.teardown(() => void replica.process.kill('SIGCONT'));
+  const first = connections.acknowledge();
+  await sleep(100);
+  primary.process.kill('SIGSTOP');
+  t.teardown(() => void primary.process.kill('SIGCONT'));
+  const started = performance.now();
+  await connections.acknowledge();
+  const took = Math.round(performance.now() - started);
+  await first;
+  const bound = COMMAND_TIMEOUT_MS + ACK_TIMEOUT_MS;
+  t.ok(took < bound + 500, `the later write was answered when the WAIT in flight failed (${took} ms; that WAIT's bound ${bound} ms, one more would be ${2 * bound})`);
+  t.equal(seen.unreplicated, 2, 'both counted unreplicated');
 });
 
 t.test('a primary without a replica from the first write on (a promoted replica): no WAIT holds its connection', async (t) => {
