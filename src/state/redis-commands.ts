@@ -14,6 +14,10 @@ const RECONNECT_WAIT_MS = 1_000;
 /** how long a command refused while its slot moves (-TRYAGAIN) is held and sent again, and how often */
 const RESHARD_WAIT_MS = 5_000;
 const RESHARD_PAUSE_MS = 50;
+/**
+ * what a slot being moved answers: ioredis goes from the old owner (-ASK) to the new one (-TRYAGAIN),
+ * back to the owner in its slot map, which may be the new one (-MOVED), and gives up with the last
+ */
 const SLOT_MOVING = new Set<RedisErrorKind>(['tryagain', 'ask', 'moved']);
 
 export interface RedisCommands {
