@@ -8,6 +8,10 @@ import tls from 'node:tls';
 import { compileCacheDir, makeDirectory } from '../../src/cli/compile-cache.ts';
 import { spawnPortico, tempDir, cleanup, type Child } from '../helpers/portico.ts';
 
+// `npm test` gives its processes a compile cache of their own (package.json); the Porticos here
+// must choose theirs as a start does
+delete process.env.NODE_COMPILE_CACHE;
+
 t.test("the cache directory: the setting, off, or portico in the user's cache directory", async (t) => {
   const home = '/home/someone';
   t.equal(compileCacheDir({ PORTICO_COMPILE_CACHE: 'off' }, home), null);
