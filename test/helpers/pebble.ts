@@ -47,7 +47,19 @@ export interface PebbleOptions {
   externalAccountMACKeys?: Record<string, string>;
 }
 
-export async function startPebble({ httpPort, dnsServer, domainBlocklist, certificateValidityPeriod, externalAccountMACKeys }: PebbleOptions): Promise<Pebble> {
+export async function startPebble(options: PebbleOptions): Promise<Pebble> {
+  // its ports were free a moment before it started (pebble cannot listen on port 0): another process
+  // of the suite may have taken one meanwhile (seen once in a full run); new ports then
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startPebbleOnce(options);
+    } catch (err) {
+      if (attempt === 3 || !/address already in use/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+async function startPebbleOnce({ httpPort, dnsServer, domainBlocklist, certificateValidityPeriod, externalAccountMACKeys }: PebbleOptions): Promise<Pebble> {
   const dir = mkdtempSync(path.join(tmpdir(), 'portico-pebble-'));
   // never the port it validates against: that one is free now only because the edge has not bound it yet
   let ports: number[];
