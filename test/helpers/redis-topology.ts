@@ -164,18 +164,6 @@ function startNode(port: number, dir: string, args: string[], sentinelConf?: str
   };
 }
 
-/** a port whose +10000 (a cluster node's bus) is free too */
-async function clusterPort(): Promise<number> {
-  for (;;) {
-    const port = await freePort();
-    if (port >= 55536) continue;
-    const bus = await new Promise<boolean>((resolve) => {
-      const server = net.createServer().once('error', () => resolve(false)).listen(port + 10000, '127.0.0.1', () => server.close(() => resolve(true)));
-    });
-    if (bus) return port;
-  }
-}
-
 const sentinelQuery = (o: TopologyOptions) =>
   o.sentinelUser
     ? `?sentinel_username=${encodeURIComponent(o.sentinelUser.name)}&sentinel_password=${encodeURIComponent(o.sentinelUser.password)}`
@@ -281,7 +269,8 @@ export async function startCluster(options: TopologyOptions = {}): Promise<Clust
   const cliSecurity = [...sec.cli, ...passwordArgs(options)];
   const nodes: RedisNode[] = [];
   const ports = new Set<number>();
-  while (ports.size < 6) ports.add(await clusterPort());
+  // a node's cluster bus listens on its port + 10000
+  while (ports.size < 6) ports.add(await freePort({ plus: 10_000 }));
   for (const port of ports) {
     const dir = path.join(root, `node-${port}`);
     mkdirSync(dir);
