@@ -78,7 +78,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
   let redisMode: RedisMode | null = null;
   if (config.redis.url) {
     // the Redis backends, and ioredis (~0.17 s to load), only when state is shared
-    const [{ connectRedis, openRedisStores }, { openRedisCertStores }, { RedisLimiter }, { FailoverLimiter }, { openRedisCaLimits }, { openRedisOrderQueue }] = await Promise.all([
+    const [{ connectRedis, openRedisCommands, openRedisStores }, { openRedisCertStores }, { RedisLimiter }, { FailoverLimiter }, { openRedisCaLimits }, { openRedisOrderQueue }] = await Promise.all([
       import('./state/redis.ts'),
       import('./certs/redis-store.ts'),
       import('./ratelimit/redis-limiter.ts'),
@@ -95,12 +95,14 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
       onTopologyEvent: (level, message, fields) => log[level](fields, message),
     });
     redisMode = connections.mode;
-    stores = await openRedisStores(connections);
-    certStores = openRedisCertStores(connections.client, config.acme.directory, connections.acknowledge);
+    // one command path for the stores and the certificates' (state/redis-commands.ts)
+    const commands = openRedisCommands(connections);
+    stores = await openRedisStores(connections, Date.now, commands);
+    certStores = openRedisCertStores(commands, config.acme.directory);
     issuingState = {
-      limits: openRedisCaLimits(connections.client),
-      queue: openRedisOrderQueue(connections.client),
-      accountKeys: (directory) => openRedisCertStores(connections.client, directory, connections.acknowledge).accountKey,
+      limits: openRedisCaLimits(connections.client, commands.call),
+      queue: openRedisOrderQueue(connections.client, commands.call),
+      accountKeys: (directory) => openRedisCertStores(commands, directory).accountKey,
     };
     ticketKeys = redisTicketKeys(connections.client, TICKET_PERIOD_SECONDS);
     const failover = new FailoverLimiter(new RedisLimiter(connections), new InstanceLimiter(new MemoryLimiter(), config.redis.commandTimeoutMs), {

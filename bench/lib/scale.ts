@@ -246,7 +246,7 @@ export async function loadRedis(ds: Dataset, port: number, originPort: number): 
   }
   await pipe(projectCommands(ds, `http://127.0.0.1:${originPort}`));
   // read back through Portico's own Redis stores
-  const { connectRedis, openRedisStores } = await import('../../src/state/redis.ts');
+  const { connectRedis, openRedisCommands, openRedisStores } = await import('../../src/state/redis.ts');
   const { openRedisCertStores } = await import('../../src/certs/redis-store.ts');
   const connections = connectRedis(`redis://127.0.0.1:${port}`, 30_000);
   const stores = await openRedisStores(connections);
@@ -254,7 +254,7 @@ export async function loadRedis(ds: Dataset, port: number, originPort: number): 
     const last = hostnameOf(ds.count - 1);
     const domain = await stores.domains.get(last);
     const route = await stores.domains.route(last);
-    const certs = openRedisCertStores(connections.client, 'https://127.0.0.1:9/directory');
+    const certs = openRedisCertStores(openRedisCommands(connections), 'https://127.0.0.1:9/directory');
     const certificate = await certs.certificates.get(last);
     const { lt7d, lt30d, ge30d } = await certs.certificates.summary(Date.now());
     const { verified } = await stores.domains.countByStatus();

@@ -3,7 +3,8 @@
 // the issuer's hash tag, so on a Cluster the script's keys live in one slot; each expires once its
 // bucket would be full again.
 import type { Redis, Cluster } from 'ioredis';
-import { stateUnavailable } from '../state/types.ts';
+import { unavailableOnError } from '../state/types.ts';
+import type { Guard } from '../state/redis-cache.ts';
 import { bucketKey, tokensAt, type BucketRequest, type CaLimitStore, type LimitName } from './ca-limits.ts';
 
 // KEYS: the buckets; ARGV: now, then per key capacity, periodMs, need, take. The same arithmetic as
@@ -41,7 +42,8 @@ return {1}
 
 type Client = Redis | Cluster;
 
-export function openRedisCaLimits(client: Client): CaLimitStore {
+/** `call`: the state's command path (state/redis-commands.ts); a plain client's errors are STATE_UNAVAILABLE */
+export function openRedisCaLimits(client: Client, call: Guard = unavailableOnError): CaLimitStore {
   client.defineCommand('porticoAcmeLimitTake', { lua: TAKE });
   const take = (client as unknown as { porticoAcmeLimitTake(n: number, ...args: Array<string | number>): Promise<[number, number?, number?]> }).porticoAcmeLimitTake.bind(client);
   const keyOf = (issuerId: string, r: BucketRequest) => `portico:acme-limit:{${issuerId}}:${bucketKey(r)}`;
@@ -50,25 +52,16 @@ export function openRedisCaLimits(client: Client): CaLimitStore {
       if (requests.length === 0) return { ok: true };
       const args: Array<string | number> = [requests.length, ...requests.map((r) => keyOf(issuerId, r)), now];
       for (const r of requests) args.push(r.capacity, r.periodMs, r.need, r.take);
-      let answer: [number, number?, number?];
-      try {
-        answer = await take(...(args as [number, ...Array<string | number>]));
-      } catch (err) {
-        throw stateUnavailable(err);
-      }
+      const answer = await call(() => take(...(args as [number, ...Array<string | number>])));
       if (answer[0] === 1) return { ok: true };
       const blocking = requests[answer[1] ?? 0];
       return { ok: false, limit: blocking.limit as LimitName, retryAt: Number(answer[2]), refillMs: blocking.periodMs / blocking.capacity };
     },
     async peek(issuerId, requests, now) {
-      try {
-        return await Promise.all(requests.map(async (r) => {
-          const [tokens, at] = await client.hmget(keyOf(issuerId, r), 'tokens', 'at');
-          return tokensAt(tokens === null ? undefined : { tokens: Number(tokens), at: Number(at) }, r, now);
-        }));
-      } catch (err) {
-        throw stateUnavailable(err);
-      }
+      return Promise.all(requests.map(async (r) => {
+        const [tokens, at] = await call(() => client.hmget(keyOf(issuerId, r), 'tokens', 'at'));
+        return tokensAt(tokens === null ? undefined : { tokens: Number(tokens), at: Number(at) }, r, now);
+      }));
     },
   };
 }

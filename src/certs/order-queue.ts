@@ -4,7 +4,8 @@
 // A hostname is in the queue at most once; adding it again keeps its place.
 import path from 'node:path';
 import type { Redis, Cluster } from 'ioredis';
-import { stateUnavailable } from '../state/types.ts';
+import { unavailableOnError } from '../state/types.ts';
+import type { Guard } from '../state/redis-cache.ts';
 import { readJson, writeJsonDurably } from './durable-file.ts';
 
 export interface QueuedOrder {
@@ -45,14 +46,8 @@ export function openFileOrderQueue(dataDir: string): OrderQueue {
 
 const QUEUE = 'portico:acme-queue';
 
-export function openRedisOrderQueue(client: Redis | Cluster): OrderQueue {
-  const call = async <T>(run: () => Promise<T>): Promise<T> => {
-    try {
-      return await run();
-    } catch (err) {
-      throw stateUnavailable(err);
-    }
-  };
+/** `call`: the state's command path (state/redis-commands.ts); a plain client's errors are STATE_UNAVAILABLE */
+export function openRedisOrderQueue(client: Redis | Cluster, call: Guard = unavailableOnError): OrderQueue {
   return {
     async add(hostname, since) {
       await call(() => client.zadd(QUEUE, 'NX', since, hostname));

@@ -6,7 +6,7 @@
 // notBefore/notAfter per hostname.
 import { randomBytes, createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { stateUnavailable } from '../state/types.ts';
+import type { RedisCommands } from '../state/redis-commands.ts';
 import { renewalOpens, type CertStores, type ExpirySummary, type StoredCertificate, type Validity } from './types.ts';
 
 const CHALLENGE_TTL_SECONDS = 3600;
@@ -17,27 +17,17 @@ const VALIDITY = 'portico:cert-validity';
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 const EXTEND = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`;
 
-// `acknowledge` waits for replicas after a certificate is stored (redis-connect.ts, DESIGN §8)
-export function openRedisCertStores(client: Redis, directoryUrl: string, acknowledge: () => Promise<void> = async () => undefined): CertStores {
+// Every command goes through the state's own command path (state/redis-commands.ts), as the other
+// stores' do: it waits out a connection lost a moment ago, checks a Redis that just failed before
+// writing to it, holds a write while a Cluster moves the state slot, and counts Redis's errors by kind.
+// A certificate, the ACME account key and a lock are acknowledged writes (`write`: they wait for
+// replicas, DESIGN §8): a certificate lost in a failover is an order made twice, a lock lost in one is
+// two instances ordering the same name.
+export function openRedisCertStores({ client, call, write }: RedisCommands, directoryUrl: string): CertStores {
   client.defineCommand('porticoRelease', { numberOfKeys: 1, lua: RELEASE });
   const release = (client as unknown as { porticoRelease(key: string, token: string): Promise<number> }).porticoRelease.bind(client);
   client.defineCommand('porticoExtend', { numberOfKeys: 1, lua: EXTEND });
   const extend = (client as unknown as { porticoExtend(key: string, token: string, ttlMs: number): Promise<number> }).porticoExtend.bind(client);
-  const call = async <T>(run: () => Promise<T>): Promise<T> => {
-    try {
-      return await run();
-    } catch (err) {
-      throw stateUnavailable(err);
-    }
-  };
-  // a write a Sentinel failover may have lost (redis-connect.ts) answers as Redis being away does
-  const confirmed = async (): Promise<void> => {
-    try {
-      await acknowledge();
-    } catch (err) {
-      throw stateUnavailable(err);
-    }
-  };
   const accountKey = `portico:acme-account:${createHash('sha256').update(directoryUrl).digest('hex').slice(0, 16)}`;
   return {
     certificates: {
@@ -47,20 +37,19 @@ export function openRedisCertStores(client: Redis, directoryUrl: string, acknowl
       },
       put: async (certificate) => {
         const { hostname, notBefore, notAfter } = certificate;
-        await call(() =>
+        await write(() =>
           client
             .multi()
             .set(`portico:cert:${hostname}`, JSON.stringify(certificate))
             .hset(VALIDITY, hostname, JSON.stringify({ notBefore, notAfter }))
             .zadd(RENEWAL, Math.floor(renewalOpens(notBefore, notAfter)), hostname)
             .zadd(EXPIRY, Date.parse(notAfter), hostname)
-            .exec(),
+            .exec()
+            .then(failedInside),
         );
-        await confirmed();
       },
       remove: async (hostname) => {
-        await call(() => client.multi().del(`portico:cert:${hostname}`).hdel(VALIDITY, hostname).zrem(RENEWAL, hostname).zrem(EXPIRY, hostname).exec());
-        await confirmed();
+        await write(() => client.multi().del(`portico:cert:${hostname}`).hdel(VALIDITY, hostname).zrem(RENEWAL, hostname).zrem(EXPIRY, hostname).exec().then(failedInside));
       },
       due: async (until) => {
         const hostnames = await call(() => client.zrangebyscore(RENEWAL, '-inf', until));
@@ -101,7 +90,7 @@ export function openRedisCertStores(client: Redis, directoryUrl: string, acknowl
     locks: {
       acquire: async (name, ttlMs) => {
         const token = randomBytes(12).toString('hex');
-        const done = await call(() => client.set(`portico:lock:${name}`, token, 'PX', ttlMs, 'NX'));
+        const done = await write(() => client.set(`portico:lock:${name}`, token, 'PX', ttlMs, 'NX'));
         return done === null ? null : token;
       },
       release: async (name, token) => {
@@ -113,9 +102,15 @@ export function openRedisCertStores(client: Redis, directoryUrl: string, acknowl
       load: () => call(() => client.get(accountKey)),
       save: async (pem) => {
         // first writer wins: two instances creating an account at once keep one key
-        await call(() => client.set(accountKey, pem, 'NX'));
-        await confirmed();
+        await write(() => client.set(accountKey, pem, 'NX'));
       },
     },
   };
+}
+
+/** EXEC's answer holds each command's outcome: one that failed inside the transaction is the write's error */
+function failedInside(results: Array<[Error | null, unknown]> | null): void {
+  const failed = results?.find(([err]) => err !== null);
+  if (failed) throw failed[0];
+  if (results === null) throw new Error('the transaction was not run (EXEC answered nil)');
 }

@@ -27,7 +27,7 @@ export interface RedisCommands {
   write: Guard;
 }
 
-export function openRedisCommands(connections: RedisConnections, now: () => number): RedisCommands {
+export function openRedisCommands(connections: RedisConnections, now: () => number = Date.now): RedisCommands {
   const { client, health } = connections;
   // A connection lost a moment ago is most often being made again already (a failover announced by
   // the sentinels moves it, sentinel-switch.ts; a restarted server is back within moments). A command

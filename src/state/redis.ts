@@ -17,6 +17,8 @@ import { openRedisDomainStores } from './redis-domains.ts';
 import { openRedisSchedule } from './redis-schedule.ts';
 import { Cache } from './redis-cache.ts';
 import { connected, openRedisCommands, within } from './redis-commands.ts';
+
+export { openRedisCommands };
 import { CHANNEL, followNotices } from './redis-notices.ts';
 import { openRedisAccounts } from './redis-accounts.ts';
 import { openRedisKeys } from './redis-keys.ts';
@@ -38,9 +40,9 @@ export function connectRedis(url: string, options: number | RedisConnectOptions)
   return connectTopology(target, typeof options === 'number' ? { commandTimeoutMs: options } : options);
 }
 
-export async function openRedisStores(connections: RedisConnections, now: () => number = Date.now): Promise<Stores> {
+/** `commands`: the command path, when other stores on these connections share it (the certificates') */
+export async function openRedisStores(connections: RedisConnections, now: () => number = Date.now, commands = openRedisCommands(connections, now)): Promise<Stores> {
   const { client, subscriber, health } = connections;
-  const commands = openRedisCommands(connections, now);
   const { call, write } = commands;
   const { projects, domains, routeIndex } = openRedisDomainStores(client, call, write);
   const keyCache = new Cache<string, ApiKey | null>(call, now);

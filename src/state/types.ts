@@ -284,3 +284,12 @@ export function stateUnavailable(cause: unknown): Error {
   error.code = 'STATE_UNAVAILABLE';
   return error;
 }
+
+/** Runs a command on a plain client: its failure is STATE_UNAVAILABLE (the stores' own path is redis-commands.ts) */
+export async function unavailableOnError<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    throw stateUnavailable(err);
+  }
+}

@@ -4,12 +4,11 @@
 import t, { type Test } from 'tap';
 import { appendFileSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { Redis } from 'ioredis';
 import { openFileCertStores } from '../../src/certs/file-store.ts';
 import { openRedisCertStores } from '../../src/certs/redis-store.ts';
 import { renewalOpens, type CertificateStore, type StoredCertificate } from '../../src/certs/types.ts';
 import { cleanup, tempDir } from '../helpers/portico.ts';
-import { startRedis } from '../helpers/redis.ts';
+import { commandsOn, startRedis } from '../helpers/redis.ts';
 
 const DAY = 86_400_000;
 const NOW = Date.parse('2026-06-01T12:00:00.000Z');
@@ -27,8 +26,8 @@ const certificate = (hostname: string, left: number): StoredCertificate => ({
 
 const server = await startRedis();
 t.teardown(() => server.stop());
-const redis = new Redis(server.url, { maxRetriesPerRequest: 1 });
-t.teardown(() => redis.disconnect());
+const commands = commandsOn(server.url, t);
+const redis = commands.client;
 
 const backends: Array<{ name: string; open(t: Test): Promise<{ store: CertificateStore; certsDir?: string }> }> = [
   {
@@ -43,7 +42,7 @@ const backends: Array<{ name: string; open(t: Test): Promise<{ store: Certificat
     name: 'redis',
     async open() {
       await redis.flushall();
-      return { store: openRedisCertStores(redis, 'https://ca.test/directory').certificates };
+      return { store: openRedisCertStores(commands, 'https://ca.test/directory').certificates };
     },
   },
 ];

@@ -3,12 +3,11 @@
 // 4 s late, a lock TTL of 1.2 s). The lock stores, the certs dir's (in memory) and Redis's (a real
 // redis-server), extend only a lock the token still owns.
 import t from 'tap';
-import { Redis } from 'ioredis';
 import { openFileCertStores } from '../../src/certs/file-store.ts';
 import { openRedisCertStores } from '../../src/certs/redis-store.ts';
 import type { LockStore } from '../../src/certs/types.ts';
 import { startManagerBed } from '../helpers/cert-manager.ts';
-import { startRedis } from '../helpers/redis.ts';
+import { commandsOn, startRedis } from '../helpers/redis.ts';
 import { cleanup, tempDir } from '../helpers/portico.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -29,8 +28,7 @@ t.test('an order that outlasts its lock\'s TTL keeps the lock: the other instanc
 
 const server = await startRedis();
 t.teardown(() => server.stop());
-const redis = new Redis(server.url, { maxRetriesPerRequest: 1 });
-t.teardown(() => redis.disconnect());
+const commands = commandsOn(server.url, t);
 
 const backends: Array<{ name: string; open(): LockStore }> = [
   {
@@ -41,7 +39,7 @@ const backends: Array<{ name: string; open(): LockStore }> = [
       return openFileCertStores(certsDir, 'https://ca.test/directory').locks;
     },
   },
-  { name: 'redis', open: () => openRedisCertStores(redis, 'https://ca.test/directory').locks },
+  { name: 'redis', open: () => openRedisCertStores(commands, 'https://ca.test/directory').locks },
 ];
 
 for (const backend of backends) {

@@ -5,6 +5,8 @@ import path from 'node:path';
 import net from 'node:net';
 import { selfSigned } from '../../src/certs/fallback.ts';
 import { freePort } from './free-port.ts';
+import { connectRedis, openRedisCommands } from '../../src/state/redis.ts';
+import type { RedisCommands } from '../../src/state/redis-commands.ts';
 
 export interface RedisServer {
   url: string;
@@ -86,4 +88,14 @@ export async function startRedis({ tls = false }: { tls?: boolean } = {}): Promi
     async restart() { await launch(); },
     async stop() { await kill(); rmSync(dir, { recursive: true, force: true }); },
   };
+}
+
+/** Portico's own connections to `url` and its command path (state/redis-commands.ts), as main.ts hands them to the certificates' stores; closed at `owner`'s end */
+export function commandsOn(url: string, owner: { teardown(fn: () => void): void }): RedisCommands {
+  const connections = connectRedis(url, 1000);
+  owner.teardown(() => {
+    connections.client.disconnect();
+    connections.subscriber.disconnect();
+  });
+  return openRedisCommands(connections);
 }

@@ -8,7 +8,8 @@
 import t, { type Test } from 'tap';
 import { startRedis } from '../helpers/redis.ts';
 import { cli, startCluster, type RedisNode } from '../helpers/redis-topology.ts';
-import { connectRedis, openRedisStores } from '../../src/state/redis.ts';
+import { connectRedis, openRedisCommands, openRedisStores } from '../../src/state/redis.ts';
+import { openRedisCertStores } from '../../src/certs/redis-store.ts';
 import { keySlot } from '../../src/state/redis-slot.ts';
 import { CLUSTER_KEY_PREFIX } from '../../src/state/redis-connect.ts';
 import type { Stores } from '../../src/state/types.ts';
@@ -130,6 +131,26 @@ t.test('one primary, its replica killed and back: writes stop waiting for it, re
   t.ok(confirmedAfterMs >= 0 && confirmedAfterMs <= 2000, `a write is confirmed again within 2 s of the replica's link being up (${confirmedAfterMs} ms)`);
   t.same(seen.events.map(who), [`warn ${node}`, `info ${node}`], 'and one line when they are confirmed again');
   t.match(seen.events[1], `writes to ${node} are confirmed by replicas again`);
+});
+
+t.test('the certificates\' writes wait for the replica too: an order lock, the ACME account key, a certificate', async (t) => {
+  // a lock that no replica had when the primary died is free on the promoted one: a second instance
+  // would order the same certificate
+  const { primary, withoutReplica } = await primaryAndReplica(t);
+  const { seen, connections } = await open(t, primary.url);
+  const certs = openRedisCertStores(openRedisCommands(connections), 'https://ca.test/directory');
+  const certificate = (hostname: string) => ({ hostname, certPem: 'CERT', keyPem: 'KEY', notBefore: new Date().toISOString(), notAfter: new Date(Date.now() + 86_400_000).toISOString(), issuer: 'test' });
+  t.ok(await certs.locks.acquire('order:a.example.com', 60_000), 'a lock is taken');
+  await certs.accountKey.save('PEM');
+  await certs.certificates.put(certificate('a.example.com'));
+  t.equal(seen.unreplicated, 0, 'with the replica, each is confirmed');
+
+  await withoutReplica();
+  t.ok(await certs.locks.acquire('order:b.example.com', 60_000), 'a lock is taken without the replica');
+  t.equal(seen.unreplicated, 1, 'and counted unreplicated');
+  await certs.accountKey.save('PEM-2');
+  await certs.certificates.put(certificate('b.example.com'));
+  t.equal(seen.unreplicated, 3, 'as are the account key and the certificate');
 });
 
 t.test('writes made together as the replica goes share one WAIT: none waits more than its ack timeout and the one before it', async (t) => {

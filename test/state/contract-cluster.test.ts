@@ -2,7 +2,7 @@
 // each; state keys share the `{portico}:` hash tag, every acknowledged write waits for a replica.
 import t, { type Test } from 'tap';
 import { Cluster } from 'ioredis';
-import { connectRedis, openRedisStores } from '../../src/state/redis.ts';
+import { connectRedis, openRedisCommands, openRedisStores } from '../../src/state/redis.ts';
 import type { Stores } from '../../src/state/types.ts';
 import { RedisLimiter } from '../../src/ratelimit/redis-limiter.ts';
 import { openRedisCertStores } from '../../src/certs/redis-store.ts';
@@ -119,7 +119,7 @@ t.test('certificates, challenges, locks and the ACME account key on the cluster'
     conns.client.disconnect();
     conns.subscriber.disconnect();
   });
-  const certs = openRedisCertStores(conns.client, 'https://ca.test/directory', conns.acknowledge);
+  const certs = openRedisCertStores(openRedisCommands(conns), 'https://ca.test/directory');
   const notBefore = new Date(Date.now() - 86_400_000).toISOString();
   const notAfter = new Date(Date.now() + 10 * 86_400_000).toISOString();
   const stored = { hostname: 'shop.example.com', certPem: 'CERT', keyPem: 'KEY', notBefore, notAfter, issuer: 'test' };
@@ -216,6 +216,38 @@ t.test('the state slot being moved: a write making new keys is held until the sl
   t.match(await opened.keys.get('key_during'), { id: 'key_during', hash: 'b'.repeat(64) }, 'the key is there');
   t.match(await opened.projects.get('proj_during'), { name: 'during' }, 'the project is there');
   t.equal((await topology.primaryOf(STATE_SLOT)).port, move.to.port, 'on the new owner');
+});
+
+t.test('the state slot being moved: a certificate stored is held too, and counted', async (t) => {
+  // The certificates' store goes through the same command path as the others: a certificate the CA
+  // has just issued is not lost to a reshard (it would be ordered again)
+  await Promise.all(admin.nodes('master').map((node) => node.flushall()));
+  const kinds: string[] = [];
+  const conns = connectRedis(topology.url, { commandTimeoutMs: 1000, replicaAckTimeoutMs: 2000, onUnreplicatedWrite: () => unreplicated++, onCommandError: (kind) => kinds.push(kind) });
+  await new Promise((resolve) => (conns.client.status === 'ready' ? resolve(undefined) : conns.client.once('ready', resolve)));
+  t.teardown(() => {
+    conns.client.disconnect();
+    conns.subscriber.disconnect();
+  });
+  const certs = openRedisCertStores(openRedisCommands(conns), 'https://ca.test/directory');
+  const notBefore = new Date().toISOString();
+  const notAfter = new Date(Date.now() + 90 * 86_400_000).toISOString();
+  await certs.certificates.put({ hostname: 'before.example.com', certPem: 'CERT-0', keyPem: 'KEY-0', notBefore, notAfter, issuer: 'test' });
+  const move = await halfMoveStateSlot(t);
+  const settled = (p: Promise<unknown>) => p.then((v) => ({ v }), (e: Error) => ({ e }));
+  const stored = { hostname: 'during.example.com', certPem: 'CERT-1', keyPem: 'KEY-1', notBefore, notAfter, issuer: 'test' };
+  const put = settled(certs.certificates.put(stored));
+  // one key that exists on neither side: the new owner takes it after -ASK (a single-key command)
+  t.match(await certs.locks.acquire('order:during.example.com', 60_000), /^[0-9a-f]{24}$/, 'the order lock is taken while the slot is half moved');
+  const early = await Promise.race([put, new Promise((r) => setTimeout(() => r('held'), 800))]);
+  t.equal(early, 'held', 'the certificate (one transaction over four keys) is not answered while the slot is half moved');
+
+  await move.finish();
+  t.same(await put, { v: undefined }, 'the certificate is stored once the slot has moved');
+  t.strictSame(await certs.certificates.get('during.example.com'), stored, 'the certificate is there');
+  t.same((await certs.certificates.due(Date.now() + 365 * 86_400_000)).map((v) => v.hostname).sort(), ['before.example.com', 'during.example.com'], 'in the renewal schedule');
+  t.equal(await certs.locks.acquire('order:during.example.com', 60_000), null, 'the lock is held');
+  t.ok(kinds.length > 0 && kinds.every((kind) => ['tryagain', 'ask', 'moved'].includes(kind)), `the refusals are counted by kind (${kinds.join(', ')})`);
 });
 
 t.test('the state slot left half moved: a held write is answered 503 after the bound, not kept', async (t) => {
