@@ -22,9 +22,21 @@ export async function createProject(body: Record<string, unknown>, stores: Store
   const account = await stores.accounts.get(body.accountId);
   if (!account) throw new HttpError('not_found', `No account ${body.accountId}.`);
   const project: Project = { id: newId('prj'), accountId: account.id, name, upstream, createdAt: new Date().toISOString() };
-  if ((await stores.projects.create(project)) === 'name_taken') throw new HttpError('conflict', `A project named ${name} exists already; names are unique because they are hostnames.`);
+  if ((await stores.projects.create(project)) === 'name_taken') throw await nameTaken(name, account.id, stores);
   await stores.events.publish(`project:${project.id}`);
   return projectView(project, config);
+}
+
+/**
+ * The 409 for a name in use. When the project is this account's own, it says so and names it: most
+ * often the retry of a create answered 503 whose write was applied all the same (Redis frozen, or a
+ * failover, after the write reached it). Another account's project is not named.
+ */
+async function nameTaken(name: string, accountId: string, stores: Stores): Promise<HttpError> {
+  const own = (await stores.projects.list().catch(() => [])).find((p) => p.name === name && p.accountId === accountId);
+  return new HttpError('conflict', own
+    ? `This account has a project named ${name} already: ${own.id}, created ${own.createdAt}.`
+    : `A project named ${name} exists already; names are unique because they are hostnames.`);
 }
 
 export async function getProject(id: string, stores: Stores): Promise<Project> {

@@ -29,7 +29,13 @@ t.test('a project answers at once on its default hostname', async (t) => {
   t.equal(answer.json.headers['x-forwarded-host'], 'shop.localhost');
   t.equal(answer.json.headers['x-forwarded-proto'], 'https');
   t.equal(answer.json.headers['x-forwarded-for'], '127.0.0.1');
-  t.equal((await call('POST', '/admin/projects', { accountId: account.id, name: 'shop', upstream: upstream.url })).status, 409, 'names are unique');
+  const again = await call('POST', '/admin/projects', { accountId: account.id, name: 'shop', upstream: upstream.url });
+  t.equal(again.status, 409, 'names are unique');
+  t.equal(again.json.message, `This account has a project named shop already: ${project.id}, created ${project.createdAt}.`, 'the account\'s own project is named (a retried create finds it)');
+  const other = (await call('POST', '/admin/accounts', { plan: 'pro' })).json;
+  const taken = await call('POST', '/admin/projects', { accountId: other.id, name: 'shop', upstream: upstream.url });
+  t.equal(taken.status, 409, 'for every account');
+  t.equal(taken.json.message, 'A project named shop exists already; names are unique because they are hostnames.', 'another account\'s project is not named');
   t.equal((await call('POST', '/admin/projects', { accountId: account.id, name: 'api', upstream: upstream.url })).status, 400, 'reserved name');
   t.equal((await call('POST', '/admin/projects', { accountId: account.id, name: 'Bad_Name', upstream: upstream.url })).status, 400);
 });
