@@ -9,7 +9,7 @@ import type { Metrics } from '../metrics.ts';
 import type { Domain, Stores } from '../state/types.ts';
 import { backoffFor, backOff, resetBackoff } from './backoff.ts';
 import { setCertificateState } from './certificate-state.ts';
-import { describeLimit, type IssuerChain } from './issuer-chain.ts';
+import { describeLimit, type ChainOutcome, type IssuerChain } from './issuer-chain.ts';
 import { createHolding } from './lock.ts';
 import type { OrderQueue } from './order-queue.ts';
 import { pause, PAUSE_RECHECK_MS } from './pause.ts';
@@ -20,6 +20,10 @@ import { sameDomain } from '../domains/same-domain.ts';
 // ordering's constants and result types, for its callers (manager.ts, jobs.ts) to import from one place
 export { backoffFor, PAUSE_RECHECK_MS };
 export type { OrderReason, OrderResult };
+
+// how long an issued certificate is kept in hand while the state cannot be written, and how often it is tried
+const KEEP_ISSUED_MS = 60_000;
+const KEEP_ISSUED_PAUSE_MS = 1_000;
 
 export interface OrderingOptions {
   stores: Stores;
@@ -167,30 +171,10 @@ export function createOrdering(options: OrderingOptions) {
     if (!valid) await setCertificateState(stores.domains, hostname, (d) => ({ ...d.certificate, status: 'pending', queuePosition: undefined }), undefined, domain);
     const replaces = valid?.ari && valid.directory ? { certId: valid.ari.certId, directory: valid.directory } : undefined;
     const outcome = await chain.issue({ hostname, ...(replaces ? { replaces } : {}), record: record(domain) });
+    if (outcome.kind === 'issued') return keepTrying(hostname, () => keep(domain, valid, reason, outcome, started));
     // the CA can take seconds: the owner may have removed the domain meanwhile (and added it back)
     const answered = await stillWanted(domain);
-    if (answered !== 'wanted') return drop(hostname, outcome.kind === 'issued', answered);
-    if (outcome.kind === 'issued') {
-      const { issued, issuer } = outcome;
-      const stored: StoredCertificate = { hostname, ...issued, directory: issuer.directory };
-      await certs.certificates.put(stored);
-      // removed between the look above and the write: its removal found nothing to delete yet
-      const written = await stillWanted(domain);
-      if (written !== 'wanted') return drop(hostname, true, written, true);
-      await stores.domains.setCertificate(hostname, { status: 'issued', issuer: issued.issuer, notAfter: issued.notAfter }, domainEvent(
-        'certificate_issued',
-        `${valid ? 'Renewed' : 'Got'} the certificate from ${issuer.name} (issued by ${issued.issuer}), valid until ${issued.notAfter}.`,
-        { issuer: issued.issuer, directory: issuer.directory, notAfter: issued.notAfter, ...(reason === 'renewal' ? { renewal: true } : {}) },
-        now(),
-      ), domain.createdAt);
-      await queue.remove(hostname);
-      metrics.acmeOrders.inc({ result: 'success' });
-      metrics.acmeOrderDuration.observe((now() - started) / 1000);
-      log.info({ hostname, issuer: issuer.name, notAfter: issued.notAfter, reason }, 'certificate issued');
-      await stores.events.publish(`domain:${hostname}`);
-      options.onIssued(stored);
-      return { certificate: stored };
-    }
+    if (answered !== 'wanted') return drop(hostname, false, answered);
     if (outcome.kind === 'limited') {
       const accountWide = outcome.limit === 'new_orders';
       await enqueue(domain, outcome.retryAt, `${outcome.issuer.name}'s limit of ${describeLimit(outcome.limit)} is reached`);
@@ -201,6 +185,51 @@ export function createOrdering(options: OrderingOptions) {
     }
     await backOff(options, domain, valid, outcome.error);
     return { certificate: valid };
+  }
+
+  /** The CA issued: store the certificate and say so on the domain, unless the domain went meanwhile. */
+  async function keep(domain: Domain, valid: StoredCertificate | null, reason: OrderReason, { issued, issuer }: Extract<ChainOutcome, { kind: 'issued' }>, started: number): Promise<OrderResult & { replaced?: true }> {
+    const { hostname } = domain;
+    // the CA can take seconds: the owner may have removed the domain meanwhile (and added it back)
+    const answered = await stillWanted(domain);
+    if (answered !== 'wanted') return drop(hostname, true, answered);
+    const stored: StoredCertificate = { hostname, ...issued, directory: issuer.directory };
+    await certs.certificates.put(stored);
+    // removed between the look above and the write: its removal found nothing to delete yet
+    const written = await stillWanted(domain);
+    if (written !== 'wanted') return drop(hostname, true, written, true);
+    await stores.domains.setCertificate(hostname, { status: 'issued', issuer: issued.issuer, notAfter: issued.notAfter }, domainEvent(
+      'certificate_issued',
+      `${valid ? 'Renewed' : 'Got'} the certificate from ${issuer.name} (issued by ${issued.issuer}), valid until ${issued.notAfter}.`,
+      { issuer: issued.issuer, directory: issuer.directory, notAfter: issued.notAfter, ...(reason === 'renewal' ? { renewal: true } : {}) },
+      now(),
+    ), domain.createdAt);
+    await queue.remove(hostname);
+    metrics.acmeOrders.inc({ result: 'success' });
+    metrics.acmeOrderDuration.observe((now() - started) / 1000);
+    log.info({ hostname, issuer: issuer.name, notAfter: issued.notAfter, reason }, 'certificate issued');
+    await stores.events.publish(`domain:${hostname}`);
+    options.onIssued(stored);
+    return { certificate: stored };
+  }
+
+  /**
+   * An issued certificate is kept in hand while the state cannot be written (a Redis failover, a
+   * reshard longer than a write's hold, a full disk) and its storing tried again, every second for
+   * up to a minute: thrown away, it would be ordered again, and CAs count duplicates (Let's Encrypt
+   * refuses a sixth for the same names in a week). Real time, whatever clock the manager is given.
+   */
+  async function keepTrying<T>(hostname: string, step: () => Promise<T>): Promise<T> {
+    const since = performance.now();
+    for (let told = false; ; told = true) {
+      try {
+        return await step();
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'STATE_UNAVAILABLE' || performance.now() - since >= KEEP_ISSUED_MS) throw err;
+        if (!told) log.warn({ hostname, err: (err as Error).message }, 'certificate issued, but the state cannot be written: kept and stored again in a moment');
+        await new Promise((resolve) => setTimeout(resolve, KEEP_ISSUED_PAUSE_MS));
+      }
+    }
   }
 
   /** Another instance holds the order: wait for its certificate, or for it to give up. */

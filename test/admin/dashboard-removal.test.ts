@@ -8,11 +8,8 @@ import t from 'tap';
 import type { Browser } from 'playwright-core';
 import { launchBrowser } from '../helpers/browser.ts';
 import { ADMIN_TOKEN, startPortico } from '../helpers/portico.ts';
-import { startChalltestsrv } from '../helpers/challtestsrv.ts';
-import { startPebble } from '../helpers/pebble.ts';
-import { startUpstream } from '../helpers/upstream.ts';
-import { freePort } from '../helpers/free-port.ts';
 import { admin } from '../helpers/client.ts';
+import { startAcmePeers } from '../helpers/acme-peers.ts';
 
 const launched = await launchBrowser();
 if ('skip' in launched) t.plan(0, launched.skip);
@@ -20,19 +17,9 @@ else await run(launched.browser);
 
 async function run(browser: Browser): Promise<void> {
   t.teardown(() => browser.close());
-  const dns = await startChalltestsrv();
-  t.teardown(() => dns.stop());
-  const upstream = await startUpstream();
-  t.teardown(() => upstream.stop());
-  const httpPort = await freePort();
-  const pebble = await startPebble({ httpPort, dnsServer: dns.dnsServer });
-  t.teardown(() => pebble.stop());
-  await dns.addA('edge.localhost', ['127.0.0.1']);
+  const { dns, upstream, pebble, env: acmeEnv } = await startAcmePeers(t);
   const portico = await startPortico({
-    PORTICO_HTTP_PORT: String(httpPort),
-    PORTICO_DNS_SERVERS: dns.dnsServer,
-    PORTICO_ACME_DIRECTORY: pebble.directoryUrl,
-    NODE_EXTRA_CA_CERTS: pebble.caCertFile,
+    ...acmeEnv,
     PORTICO_PENDING_RECHECK_MS: '300',
   });
   t.teardown(() => portico.stop());

@@ -7,28 +7,13 @@
 // Scraped over HTTP from a real Portico after a real issue from pebble.
 import t from 'tap';
 import { startPortico, cleanup } from '../helpers/portico.ts';
-import { startChalltestsrv } from '../helpers/challtestsrv.ts';
-import { startPebble } from '../helpers/pebble.ts';
-import { startUpstream } from '../helpers/upstream.ts';
-import { freePort } from '../helpers/free-port.ts';
 import { admin } from '../helpers/client.ts';
 import { parseExposition, promtoolCheck, requirePrometheus, scrape, sum } from '../helpers/prometheus.ts';
+import { startAcmePeers } from '../helpers/acme-peers.ts';
 
 requirePrometheus('promtool');
-const dns = await startChalltestsrv();
-t.teardown(() => dns.stop());
-const upstream = await startUpstream();
-t.teardown(() => upstream.stop());
-const httpPort = await freePort();
-const pebble = await startPebble({ httpPort, dnsServer: dns.dnsServer });
-t.teardown(() => pebble.stop());
-await dns.addA('edge.localhost', ['127.0.0.1']);
-const portico = await startPortico({
-  PORTICO_HTTP_PORT: String(httpPort),
-  PORTICO_DNS_SERVERS: dns.dnsServer,
-  PORTICO_ACME_DIRECTORY: pebble.directoryUrl,
-  NODE_EXTRA_CA_CERTS: pebble.caCertFile,
-});
+const { dns, upstream, pebble, env } = await startAcmePeers(t);
+const portico = await startPortico(env);
 t.teardown(async () => {
   await portico.stop();
   cleanup(portico.dataDir, portico.certsDir);

@@ -4,28 +4,11 @@ import t from 'tap';
 import tls from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { startPortico, type Instance } from '../helpers/portico.ts';
-import { startChalltestsrv } from '../helpers/challtestsrv.ts';
-import { startPebble } from '../helpers/pebble.ts';
-import { startUpstream } from '../helpers/upstream.ts';
 import { startRedis } from '../helpers/redis.ts';
-import { freePort } from '../helpers/free-port.ts';
 import { admin } from '../helpers/client.ts';
+import { startAcmePeers } from '../helpers/acme-peers.ts';
 
-const dns = await startChalltestsrv();
-t.teardown(() => dns.stop());
-const upstream = await startUpstream();
-t.teardown(() => upstream.stop());
-const httpPort = await freePort();
-const pebble = await startPebble({ httpPort, dnsServer: dns.dnsServer });
-t.teardown(() => pebble.stop());
-// the owner's CNAME target, and where the CA's validation lands: this machine
-await dns.addA('edge.localhost', ['127.0.0.1']);
-const env = {
-  PORTICO_HTTP_PORT: String(httpPort),
-  PORTICO_DNS_SERVERS: dns.dnsServer,
-  PORTICO_ACME_DIRECTORY: pebble.directoryUrl,
-  NODE_EXTRA_CA_CERTS: pebble.caCertFile,
-};
+const { dns, upstream, pebble, env } = await startAcmePeers(t);
 
 /**
  * The certificate served for `servername`. Rejects unless its chain verifies against `ca` and it

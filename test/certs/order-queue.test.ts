@@ -4,27 +4,14 @@
 // across two instances sharing one Redis (one budget for both).
 import t from 'tap';
 import { startPortico, type Instance } from '../helpers/portico.ts';
-import { startChalltestsrv } from '../helpers/challtestsrv.ts';
-import { startPebble } from '../helpers/pebble.ts';
-import { startUpstream } from '../helpers/upstream.ts';
 import { startRedis } from '../helpers/redis.ts';
-import { freePort } from '../helpers/free-port.ts';
 import { admin } from '../helpers/client.ts';
+import { startAcmePeers } from '../helpers/acme-peers.ts';
 
-const dns = await startChalltestsrv();
-t.teardown(() => dns.stop());
-const upstream = await startUpstream();
-t.teardown(() => upstream.stop());
-const httpPort = await freePort();
-const pebble = await startPebble({ httpPort, dnsServer: dns.dnsServer });
-t.teardown(() => pebble.stop());
-await dns.addA('edge.localhost', ['127.0.0.1']);
+const { dns, upstream, pebble, env: acmeEnv } = await startAcmePeers(t);
 const env = {
-  PORTICO_HTTP_PORT: String(httpPort),
-  PORTICO_DNS_SERVERS: dns.dnsServer,
-  PORTICO_ACME_DIRECTORY: pebble.directoryUrl,
+  ...acmeEnv,
   PORTICO_ACME_NEW_ORDERS_PER_3H: '3',
-  NODE_EXTRA_CA_CERTS: pebble.caCertFile,
 };
 
 interface Certificate { status: string; queuePosition?: number; nextAttemptAt?: string; issuer?: string }

@@ -10,29 +10,16 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { startPortico, tempDir, cleanup, ADMIN_TOKEN, type Instance } from '../helpers/portico.ts';
-import { startChalltestsrv } from '../helpers/challtestsrv.ts';
-import { startPebble } from '../helpers/pebble.ts';
-import { startUpstream } from '../helpers/upstream.ts';
 import { startRedis } from '../helpers/redis.ts';
-import { freePort } from '../helpers/free-port.ts';
 import { admin, request } from '../helpers/client.ts';
+import { startAcmePeers } from '../helpers/acme-peers.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const run = promisify(execFile);
-const dns = await startChalltestsrv();
-t.teardown(() => dns.stop());
-const upstream = await startUpstream();
-t.teardown(() => upstream.stop());
-const httpPort = await freePort();
-const pebble = await startPebble({ httpPort, dnsServer: dns.dnsServer });
-t.teardown(() => pebble.stop());
-await dns.addA('edge.localhost', ['127.0.0.1']);
+const { dns, upstream, pebble, env: acmeEnv } = await startAcmePeers(t);
 await dns.addA('elsewhere.example.net', ['192.0.2.10']);
 const env = {
-  PORTICO_HTTP_PORT: String(httpPort),
-  PORTICO_DNS_SERVERS: dns.dnsServer,
-  PORTICO_ACME_DIRECTORY: pebble.directoryUrl,
-  NODE_EXTRA_CA_CERTS: pebble.caCertFile,
+  ...acmeEnv,
   PORTICO_PENDING_RECHECK_MS: '300',
   PORTICO_VERIFIED_RECHECK_MS: '400',
 };
