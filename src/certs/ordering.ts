@@ -171,7 +171,7 @@ export function createOrdering(options: OrderingOptions) {
     if (!valid) await setCertificateState(stores.domains, hostname, (d) => ({ ...d.certificate, status: 'pending', queuePosition: undefined }), undefined, domain);
     const replaces = valid?.ari && valid.directory ? { certId: valid.ari.certId, directory: valid.directory } : undefined;
     const outcome = await chain.issue({ hostname, ...(replaces ? { replaces } : {}), record: record(domain) });
-    if (outcome.kind === 'issued') return keepTrying(hostname, () => keep(domain, valid, reason, outcome, started));
+    if (outcome.kind === 'issued') return keep(domain, valid, reason, outcome, started);
     // the CA can take seconds: the owner may have removed the domain meanwhile (and added it back)
     const answered = await stillWanted(domain);
     if (answered !== 'wanted') return drop(hostname, false, answered);
@@ -187,28 +187,40 @@ export function createOrdering(options: OrderingOptions) {
     return { certificate: valid };
   }
 
-  /** The CA issued: store the certificate and say so on the domain, unless the domain went meanwhile. */
+  /**
+   * The CA issued: store the certificate and say so on the domain, unless the domain went meanwhile.
+   * Each write that fails because the state is unavailable is tried again (keepTrying): the steps up
+   * to the domain's status as one (they check the domain again), then the queue on its own, so that a
+   * retry does not put the event on the timeline twice.
+   */
   async function keep(domain: Domain, valid: StoredCertificate | null, reason: OrderReason, { issued, issuer }: Extract<ChainOutcome, { kind: 'issued' }>, started: number): Promise<OrderResult & { replaced?: true }> {
     const { hostname } = domain;
-    // the CA can take seconds: the owner may have removed the domain meanwhile (and added it back)
-    const answered = await stillWanted(domain);
-    if (answered !== 'wanted') return drop(hostname, true, answered);
     const stored: StoredCertificate = { hostname, ...issued, directory: issuer.directory };
-    await certs.certificates.put(stored);
-    // removed between the look above and the write: its removal found nothing to delete yet
-    const written = await stillWanted(domain);
-    if (written !== 'wanted') return drop(hostname, true, written, true);
-    await stores.domains.setCertificate(hostname, { status: 'issued', issuer: issued.issuer, notAfter: issued.notAfter }, domainEvent(
-      'certificate_issued',
-      `${valid ? 'Renewed' : 'Got'} the certificate from ${issuer.name} (issued by ${issued.issuer}), valid until ${issued.notAfter}.`,
-      { issuer: issued.issuer, directory: issuer.directory, notAfter: issued.notAfter, ...(reason === 'renewal' ? { renewal: true } : {}) },
-      now(),
-    ), domain.createdAt);
-    await queue.remove(hostname);
+    const dropped = await keepTrying(hostname, async () => {
+      // the CA can take seconds: the owner may have removed the domain meanwhile (and added it back)
+      const answered = await stillWanted(domain);
+      if (answered !== 'wanted') return drop(hostname, true, answered);
+      await certs.certificates.put(stored);
+      // removed between the look above and the write: its removal found nothing to delete yet
+      const written = await stillWanted(domain);
+      if (written !== 'wanted') return drop(hostname, true, written, true);
+      await stores.domains.setCertificate(hostname, { status: 'issued', issuer: issued.issuer, notAfter: issued.notAfter }, domainEvent(
+        'certificate_issued',
+        `${valid ? 'Renewed' : 'Got'} the certificate from ${issuer.name} (issued by ${issued.issuer}), valid until ${issued.notAfter}.`,
+        { issuer: issued.issuer, directory: issuer.directory, notAfter: issued.notAfter, ...(reason === 'renewal' ? { renewal: true } : {}) },
+        now(),
+      ), domain.createdAt);
+      return null;
+    });
+    if (dropped) return dropped;
+    // left in line, the name would get its order again when the queue drains
+    await keepTrying(hostname, () => queue.remove(hostname));
     metrics.acmeOrders.inc({ result: 'success' });
     metrics.acmeOrderDuration.observe((now() - started) / 1000);
     log.info({ hostname, issuer: issuer.name, notAfter: issued.notAfter, reason }, 'certificate issued');
-    await stores.events.publish(`domain:${hostname}`);
+    // without the notice, another instance reads the store on its next miss (a first certificate at
+    // once; one that holds the certificate renewed here serves that one until it expires)
+    await stores.events.publish(`domain:${hostname}`).catch((err) => log.warn({ hostname, err: (err as Error).message }, 'could not announce the new certificate to the other instances'));
     options.onIssued(stored);
     return { certificate: stored };
   }

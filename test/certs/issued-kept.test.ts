@@ -56,6 +56,8 @@ t.test('writes refused while the CA issues: the certificate is stored once they 
   t.match(certificate, { status: 'issued', issuer: String }, 'the domain shows the certificate issued once writes are back');
   t.equal(pebble.orders() - before, 1, 'from the one order');
   t.match(portico.logs.join('\n'), /certificate issued, but the state cannot be written/, 'the wait is logged');
+  const events = (await admin(portico.ports.admin, 'GET', `/admin/projects/${project.id}/domains/kept.example.com/events`)).json as Array<{ type: string }>;
+  t.equal(events.filter((e) => e.type === 'certificate_issued').length, 1, 'once on the timeline');
 
   const root = await pebble.rootPem();
   const served = await new Promise<boolean>((resolve, reject) => {
