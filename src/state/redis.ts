@@ -17,8 +17,6 @@ import { openRedisDomainStores } from './redis-domains.ts';
 import { openRedisSchedule } from './redis-schedule.ts';
 import { Cache } from './redis-cache.ts';
 import { connected, openRedisCommands, within } from './redis-commands.ts';
-
-export { openRedisCommands };
 import { CHANNEL, followNotices } from './redis-notices.ts';
 import { openRedisAccounts } from './redis-accounts.ts';
 import { openRedisKeys } from './redis-keys.ts';
@@ -27,6 +25,9 @@ import { refusalIn, refusedRights, rightsError } from './redis-rights.ts';
 import { SENTINELS_WAIT_MS } from './sentinel-switch.ts';
 import { settledByConfiguration } from './redis-errors.ts';
 import { readAtStart, START_READ_WAIT_MS } from './start-reads.ts';
+
+// for the certificates' stores, which share the command path (main.ts)
+export { openRedisCommands };
 
 // the start's wait for Redis to connect; its first reads are given as long again (start-reads.ts)
 const READY_WAIT_MS = START_READ_WAIT_MS;
