@@ -69,7 +69,12 @@ export function createDomainChecks(deps: DomainChecksDeps) {
       if (outcome.nextCheckAt === null) await scheduler.cancel(DOMAIN_CHECK, domain.hostname);
       else await scheduler.at(DOMAIN_CHECK, domain.hostname, outcome.nextCheckAt);
     }
-    if (saved.status === 'verified' && (reason !== 'recheck' || outcome.verifiedNow)) deps.onVerified?.(saved, reason === 'reverify' ? 'reverify' : 'verify');
+    // An automatic check also starts the order of a verified domain that has no certificate and none
+    // on its way: an order cut short (its instance killed mid-order leaves `pending`, with nothing
+    // scheduled) or one that could not start (the state unavailable just then). Until now only a
+    // visitor's handshake ordered again. A failed or queued certificate has its own retry.
+    const unsettled = saved.certificate.status === 'none' || saved.certificate.status === 'pending';
+    if (saved.status === 'verified' && (reason !== 'recheck' || outcome.verifiedNow || unsettled)) deps.onVerified?.(saved, reason === 'reverify' ? 'reverify' : 'verify');
     if (outcome.verifiedNow && reason === 'recheck') log.info({ hostname: domain.hostname }, 'domain verified by an automatic check');
     return saved;
   }

@@ -4,12 +4,11 @@
 // `min-replicas-to-write` does when its replicas are gone (-NOREPLICAS), from the moment the order's
 // challenge is in Redis until three seconds later.
 import t from 'tap';
-import tls from 'node:tls';
 import { Redis } from 'ioredis';
 import { startPortico } from '../helpers/portico.ts';
 import { startRedis } from '../helpers/redis.ts';
 import { admin } from '../helpers/client.ts';
-import { startAcmePeers } from '../helpers/acme-peers.ts';
+import { servedTrusted, startAcmePeers } from '../helpers/acme-peers.ts';
 
 const { dns, upstream, pebble, env: acmeEnv } = await startAcmePeers(t);
 const redis = await startRedis();
@@ -59,13 +58,5 @@ t.test('writes refused while the CA issues: the certificate is stored once they 
   const events = (await admin(portico.ports.admin, 'GET', `/admin/projects/${project.id}/domains/kept.example.com/events`)).json as Array<{ type: string }>;
   t.equal(events.filter((e) => e.type === 'certificate_issued').length, 1, 'once on the timeline');
 
-  const root = await pebble.rootPem();
-  const served = await new Promise<boolean>((resolve, reject) => {
-    const socket = tls.connect({ host: '127.0.0.1', port: portico.ports.https, servername: 'kept.example.com', ca: root }, () => {
-      resolve(socket.authorized);
-      socket.end();
-    });
-    socket.on('error', reject);
-  });
-  t.ok(served, 'and serves it for that name');
+  t.ok(await servedTrusted(portico.ports.https, 'kept.example.com', await pebble.rootPem()), 'and serves it for that name');
 });

@@ -2,6 +2,7 @@
 // pebble validating HTTP-01 on a free port that Portico's HTTP listener takes, and the CNAME target
 // `edge.localhost` at this machine (where the CA's validation lands). `env` is what a Portico needs to
 // order from this pebble. Everything stops at the end of `owner`.
+import tls from 'node:tls';
 import { startChalltestsrv } from './challtestsrv.ts';
 import { startPebble } from './pebble.ts';
 import { startUpstream } from './upstream.ts';
@@ -23,4 +24,15 @@ export async function startAcmePeers(owner: { teardown(fn: () => unknown): void 
     NODE_EXTRA_CA_CERTS: pebble.caCertFile,
   };
   return { dns, upstream, pebble, httpPort, env };
+}
+
+/** Whether a handshake for `servername` gets a certificate that verifies against `root` (pebble's). */
+export function servedTrusted(port: number, servername: string, root: string): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, servername, ca: root }, () => {
+      resolve(socket.authorized);
+      socket.end();
+    });
+    socket.on('error', reject);
+  });
 }
