@@ -104,7 +104,7 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
       queue: openRedisOrderQueue(connections.client, commands.call),
       accountKeys: (directory) => openRedisCertStores(commands, directory).accountKey,
     };
-    ticketKeys = redisTicketKeys(connections.client, TICKET_PERIOD_SECONDS);
+    ticketKeys = redisTicketKeys(connections.client, TICKET_PERIOD_SECONDS, commands.call);
     const failover = new FailoverLimiter(new RedisLimiter(connections), new InstanceLimiter(new MemoryLimiter(), config.redis.commandTimeoutMs), {
       mode: config.ratelimit.onRedisDown,
       onRedisState: () => redisWatch?.update(),
