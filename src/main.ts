@@ -2,7 +2,6 @@
 // The only file that names concrete backends. A reload builds the config-dependent handlers anew and
 // swaps them in; listeners, stores and connections stay, so nothing in flight is dropped.
 import { mkdirSync, readFileSync, existsSync } from 'node:fs';
-import { createSecureContext } from 'node:tls';
 import { loadConfig, restartOnlyChanges, type Config } from './config.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
@@ -38,6 +37,7 @@ import { createTrust } from './edge/client-ip.ts';
 import { redact, type RedisMode } from './state/redis-url.ts';
 import { buildHandlers, type Shared } from './handlers.ts';
 import { adminAnswers } from './admin/handler.ts';
+import { checkedPair, readPlatformCertificate, refuse } from './reload-refusals.ts';
 
 // tickets encrypted under one key resume for up to this long; then a full handshake and a new ticket
 const TICKET_PERIOD_SECONDS = 12 * 3600;
@@ -291,26 +291,4 @@ export async function serve(config: Config, log: Logger = createLogger(config.lo
         await stores.close();
       })()),
   };
-}
-
-/** A reload refused for one reason, as loadConfig's refusals carry theirs. */
-function refuse(problem: string): never {
-  throw Object.assign(new Error(problem), { problems: [problem] });
-}
-
-/** The key pair `read` returns (null: none), checked by making a TLS context of it; a refusal names `files`. */
-function checkedPair<T extends { cert: string; key: string } | null>(read: () => T, files: string): T {
-  let pair: T;
-  try {
-    pair = read();
-    if (pair) createSecureContext({ cert: pair.cert, key: pair.key });
-  } catch (err) {
-    return refuse(`${files}: not a usable certificate and key (${(err as Error).message})`);
-  }
-  return pair;
-}
-
-function readPlatformCertificate(config: Config): { cert: string; key: string } | null {
-  if (!config.platform.certFile || !config.platform.keyFile) return null;
-  return { cert: readFileSync(config.platform.certFile, 'utf8'), key: readFileSync(config.platform.keyFile, 'utf8') };
 }
