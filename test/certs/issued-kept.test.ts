@@ -45,7 +45,7 @@ t.test('writes refused while the CA issues: the certificate is stored once they 
   const refused = (await refusedWrites()) - refusedBefore;
   await watcher.config('SET', 'min-replicas-to-write', '0');
   t.ok(refused > 0, `Redis refused writes while the order ran (${refused})`);
-  t.equal(pebble.orders() - before, 1, 'the CA issued meanwhile');
+  t.equal(pebble.orders() - before, 1, 'the order was placed meanwhile');
 
   let certificate: { status?: string } | undefined;
   for (const deadline = Date.now() + 10_000; certificate?.status !== 'issued' && Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
